@@ -1,0 +1,50 @@
+# tfnorm developer commands. `make demo` and `make test` set everything up on a
+# fresh machine; see README.md.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+INSTALLED := $(VENV)/.installed
+PYTEST_ARGS ?= -x -q
+
+.PHONY: venv test test-legacy test-tf29 test-compat lint format bench demo system-deps clean
+
+$(INSTALLED): setup.cfg pyproject.toml tools/constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -c tools/constraints.txt -e ".[cpu,legacy,dev]"
+	touch $(INSTALLED)
+
+venv: $(INSTALLED)
+
+# Debian packages some tests need (sshd, debootstrap, ...); needs root.
+system-deps:
+	grep -v '^#' tools/apt-packages.txt | xargs apt-get install -y -q
+
+test: venv
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+test-legacy: venv
+	TF_USE_LEGACY_KERAS=1 $(PY) -m pytest $(PYTEST_ARGS)
+
+test-tf29:
+	tools/tf29-root.sh run python -m pytest $(PYTEST_ARGS)
+
+test-compat: test-legacy test-tf29
+
+lint: venv
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+	$(PY) -m vermin --no-tips --violations --eval-annotations -t=3.8- tfnorm
+
+format: venv
+	$(PY) -m ruff check --fix .
+	$(PY) -m ruff format .
+
+bench: venv
+	$(PY) bench/norms.py
+
+demo: venv
+	$(VENV)/bin/tfnorm info
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info

@@ -1,0 +1,85 @@
+"""Shared test setup: runtime detection, two logical CPUs, helpers.
+
+The same test files run in the three runtimes (keras3, legacy tf_keras, the
+real TF 2.9 root); `RUNTIME` says which one this process is.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import pytest  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+# Two logical CPU devices, so MirroredStrategy can be tested without GPUs.
+# This must happen before anything initialises the TensorFlow runtime.
+_cpus = tf.config.list_physical_devices("CPU")
+tf.config.set_logical_device_configuration(
+    _cpus[0],
+    [tf.config.LogicalDeviceConfiguration(), tf.config.LogicalDeviceConfiguration()],
+)
+
+from tfnorm import _keras  # noqa: E402
+
+RUNTIME = {"keras3": "keras3", "tf_keras": "legacy", "keras2": "tf29"}[_keras.FLAVOUR]
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def pytest_report_header(config):
+    return (
+        f"tfnorm runtime: {RUNTIME} (TensorFlow {tf.__version__}, "
+        f"Keras {_keras.KERAS_VERSION}, {_keras.FLAVOUR})"
+    )
+
+
+@pytest.fixture(autouse=True)
+def _reset_keras_state():
+    """Each test starts with the float32 policy and a fresh Keras session."""
+    _keras.set_global_policy("float32")
+    _keras.keras.backend.clear_session()
+    yield
+    _keras.set_global_policy("float32")
+
+
+@pytest.fixture
+def mixed_policy():
+    """Sets a global mixed-precision policy for the test: `mixed_policy("mixed_float16")`."""
+
+    def _set(name):
+        _keras.set_global_policy(name)
+
+    return _set
+
+
+@pytest.fixture
+def two_device_strategy():
+    return tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+
+
+def run_python(code, cwd=None, timeout=300, env=None):
+    """Runs `code` in a fresh Python process of this runtime; returns stdout.
+
+    Used to prove that reloading works in a process that never defined the
+    objects (no `custom_objects`, only `import tfnorm`).
+    """
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    full_env["PYTHONPATH"] = REPO + os.pathsep + full_env.get("PYTHONPATH", "")
+    result = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        cwd=cwd,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    if result.returncode != 0:
+        raise AssertionError(
+            f"subprocess failed ({result.returncode}):\n{result.stdout}\n{result.stderr[-4000:]}"
+        )
+    return result.stdout

@@ -1,0 +1,166 @@
+"""The one place in tfnorm that knows which Keras it is running on.
+
+`tf.keras` resolves to one of three things, and tfnorm must subclass the same
+`Layer` class the user's `tf.keras` gives so that our layers mix with theirs:
+
+* TensorFlow 2.9 to 2.15: Keras 2 (`keras` 2.x, shipped with TensorFlow).
+* TensorFlow >= 2.16 with `TF_USE_LEGACY_KERAS=1` and `tf_keras` installed:
+  `tf_keras`, which keeps the Keras 2 API.
+* TensorFlow >= 2.16 otherwise: Keras 3.
+
+Every other module imports `keras` and the helpers below from here instead of
+testing versions itself.
+"""
+
+from __future__ import annotations
+
+import os
+
+from tfnorm._tf_check import check_tensorflow
+
+tf = check_tensorflow()
+
+# In TensorFlow >= 2.16 `tf.keras` is a lazy loader that picks Keras 3 or
+# tf_keras from TF_USE_LEGACY_KERAS on first attribute access.
+keras = tf.keras
+
+
+Layer = keras.layers.Layer
+
+
+def _keras_package():
+    # The top-level package that defines `tf.keras`'s Layer: "keras" (Keras 2
+    # or 3) or "tf_keras". Its `__version__` is reliable in all three runtimes,
+    # unlike attributes of the `tf.keras` API module.
+    import importlib
+
+    return importlib.import_module(Layer.__module__.split(".")[0])
+
+
+KERAS_VERSION = str(_keras_package().__version__)
+IS_KERAS_3 = KERAS_VERSION.startswith("3.")
+if IS_KERAS_3:
+    FLAVOUR = "keras3"
+elif _keras_package().__name__ == "tf_keras":
+    FLAVOUR = "tf_keras"
+else:
+    FLAVOUR = "keras2"
+
+#: Formats `save_model` accepts in this runtime, the native one first.
+if IS_KERAS_3:
+    SAVE_FORMATS = ("keras", "h5")
+elif FLAVOUR == "tf_keras":
+    SAVE_FORMATS = ("keras", "h5", "tf")
+else:
+    # Keras 2.9 has no `.keras` archive format yet.
+    SAVE_FORMATS = ("tf", "h5")
+NATIVE_FORMAT = SAVE_FORMATS[0]
+
+_SUFFIX = {"keras": ".keras", "h5": ".h5", "tf": ""}
+
+
+def register_serializable(cls):
+    """Registers `cls` for deserialisation as `tfnorm>ClassName`."""
+    return keras.utils.register_keras_serializable(package="tfnorm")(cls)
+
+
+def add_weight(
+    layer,
+    name,
+    shape,
+    initializer,
+    regularizer=None,
+    constraint=None,
+    trainable=True,
+    autocast=True,
+):
+    """`layer.add_weight` with the keyword set both Keras generations accept.
+
+    Keras 2 calls the autocast switch `experimental_autocast`; Keras 3 calls
+    it `autocast` and rejects unknown keywords.
+    """
+    kwargs = {
+        "name": name,
+        "shape": tuple(shape),
+        "initializer": initializer,
+        "regularizer": regularizer,
+        "constraint": constraint,
+        "trainable": trainable,
+    }
+    kwargs["autocast" if IS_KERAS_3 else "experimental_autocast"] = autocast
+    return layer.add_weight(**kwargs)
+
+
+def set_global_policy(name):
+    """Sets the global mixed-precision policy (e.g. "mixed_float16")."""
+    keras.mixed_precision.set_global_policy(name)
+
+
+def global_policy_name() -> str:
+    return keras.mixed_precision.global_policy().name
+
+
+def loss_scale_optimizer(optimizer):
+    """Wraps `optimizer` in dynamic loss scaling (needed for float16 training)."""
+    if IS_KERAS_3:
+        return keras.optimizers.LossScaleOptimizer(optimizer)
+    return keras.mixed_precision.LossScaleOptimizer(optimizer)
+
+
+def get_keras_mask(tensor):
+    """The implicit Keras mask attached to `tensor`, or None."""
+    return getattr(tensor, "_keras_mask", None)
+
+
+def build_attention(attention, query_shape, value_shape):
+    """Builds a MultiHeadAttention layer's weights from input shapes.
+
+    Keras 3 builds it with `build(query_shape, value_shape)`; Keras 2 only
+    through a private `_build_from_signature` that takes tensors or shapes.
+    """
+    if IS_KERAS_3:
+        attention.build(query_shape, value_shape)
+    elif not getattr(attention, "_built_from_signature", False):
+        attention._build_from_signature(
+            tf.TensorShape(query_shape), tf.TensorShape(value_shape)
+        )
+
+
+def model_path(path_without_suffix, save_format):
+    """The file or directory name `save_model` writes for `save_format`."""
+    return str(path_without_suffix) + _SUFFIX[save_format]
+
+
+def save_model(model, path_without_suffix, save_format=None):
+    """Saves `model` in `save_format` (default: the runtime's native format).
+
+    Returns the path written: `.keras` archive, `.h5` file, or a SavedModel
+    directory for "tf".
+    """
+    save_format = save_format or NATIVE_FORMAT
+    if save_format not in SAVE_FORMATS:
+        raise ValueError(
+            f"This runtime ({FLAVOUR} {KERAS_VERSION}) saves models as one of "
+            f"{SAVE_FORMATS}. Received: save_format={save_format!r}"
+        )
+    path = model_path(path_without_suffix, save_format)
+    if save_format == "tf":
+        model.save(path, save_format="tf")
+    else:
+        model.save(path)
+    return path
+
+
+def load_model(path, compile=False):
+    return keras.models.load_model(path, compile=compile)
+
+
+def describe() -> dict:
+    """Versions and the active Keras flavour, for `tfnorm info` and bug reports."""
+    return {
+        "tensorflow": tf.__version__,
+        "keras": KERAS_VERSION,
+        "keras_flavour": FLAVOUR,
+        "tf_use_legacy_keras": os.environ.get("TF_USE_LEGACY_KERAS", ""),
+        "save_formats": list(SAVE_FORMATS),
+    }

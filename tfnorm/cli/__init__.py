@@ -1,0 +1,1 @@
+"""The `tfnorm` command: a thin layer over the library."""
