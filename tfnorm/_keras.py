@@ -48,7 +48,10 @@ else:
 
 #: Formats `save_model` accepts in this runtime, the native one first.
 if IS_KERAS_3:
-    SAVE_FORMATS = ("keras", "h5")
+    # Keras 3 still reads legacy .h5 files, but its loader drops an `axis`
+    # list of more than one entry (keras/src/legacy/saving/saving_utils.py),
+    # so H5 is not offered here.
+    SAVE_FORMATS = ("keras",)
 elif FLAVOUR == "tf_keras":
     SAVE_FORMATS = ("keras", "h5", "tf")
 else:
@@ -107,9 +110,75 @@ def loss_scale_optimizer(optimizer):
     return keras.mixed_precision.LossScaleOptimizer(optimizer)
 
 
+def scale_loss(optimizer, loss):
+    """`loss` multiplied by `optimizer`'s loss scale (unchanged without one).
+
+    For custom training loops: Keras 3 calls it `scale_loss`, Keras 2
+    `get_scaled_loss` (only on a LossScaleOptimizer).
+    """
+    if IS_KERAS_3:
+        return optimizer.scale_loss(loss)
+    if hasattr(optimizer, "get_scaled_loss"):
+        return optimizer.get_scaled_loss(loss)
+    return loss
+
+
+def unscale_gradients(optimizer, gradients):
+    """Gradients of a scaled loss divided back by the loss scale.
+
+    Keras 3's LossScaleOptimizer unscales inside `apply_gradients`; Keras 2's
+    expects the loop to call `get_unscaled_gradients` first.
+    """
+    if not IS_KERAS_3 and hasattr(optimizer, "get_unscaled_gradients"):
+        return optimizer.get_unscaled_gradients(gradients)
+    return gradients
+
+
+def pending_loss_scale(optimizer):
+    """The factor still in gradients returned by `unscale_gradients` (1.0 if none).
+
+    Keras 3's LossScaleOptimizer leaves its scale in the gradients until
+    `apply_gradients`; Keras 2's has removed it by then.
+    """
+    if IS_KERAS_3 and hasattr(optimizer, "inner_optimizer"):
+        return tf.cast(tf.convert_to_tensor(optimizer.dynamic_scale), tf.float32)
+    return 1.0
+
+
+def build_optimizer(optimizer, variables):
+    """Creates `optimizer`'s slot variables for `variables` without a step.
+
+    A checkpoint restored before the slots exist would otherwise leave the
+    optimizer state behind in some runtimes. Keras 3 and tf_keras optimizers
+    have `build(var_list)`; Keras 2.9's OptimizerV2 `_create_all_weights`.
+    """
+    inner = getattr(optimizer, "inner_optimizer", None)
+    if hasattr(optimizer, "build"):
+        optimizer.build(list(variables))
+    elif hasattr(optimizer, "_create_all_weights"):
+        optimizer._create_all_weights(list(variables))
+    elif inner is not None:
+        build_optimizer(inner, variables)
+
+
 def get_keras_mask(tensor):
     """The implicit Keras mask attached to `tensor`, or None."""
     return getattr(tensor, "_keras_mask", None)
+
+
+def build_sublayer(layer, input_shape):
+    """Builds `layer` (a sublayer) from its parent's `build`, named after it.
+
+    Keras 3 scopes weight paths by the layer's name inside `build` itself.
+    Keras 2 does so only in `__call__`, so a sublayer built directly would
+    name its weights after the parent alone (two norms' `gamma`s collide in
+    H5 files) unless its name scope is entered here.
+    """
+    if IS_KERAS_3:
+        layer.build(input_shape)
+    else:
+        with tf.name_scope(layer.name):
+            layer.build(input_shape)
 
 
 def build_attention(attention, query_shape, value_shape):
@@ -121,9 +190,26 @@ def build_attention(attention, query_shape, value_shape):
     if IS_KERAS_3:
         attention.build(query_shape, value_shape)
     elif not getattr(attention, "_built_from_signature", False):
-        attention._build_from_signature(
-            tf.TensorShape(query_shape), tf.TensorShape(value_shape)
-        )
+        query_shape = tf.TensorShape(query_shape)
+        value_shape = tf.TensorShape(value_shape)
+        # Name scopes as in `build_sublayer`, for the projections' weights.
+        with tf.name_scope(attention.name):
+            attention._build_from_signature(query_shape, value_shape)
+            # Keras 2 creates the projections there but builds them only on
+            # the first call; build them now so that, as in Keras 3, every
+            # weight exists (and can be rescaled) once `build` returns.
+            heads_shape = query_shape[:-1].concatenate(
+                [attention._num_heads, attention._value_dim]
+            )
+            for dense, shape in (
+                (attention._query_dense, query_shape),
+                (attention._key_dense, value_shape),
+                (attention._value_dense, value_shape),
+                (attention._output_dense, heads_shape),
+            ):
+                if not dense.built:
+                    with tf.name_scope(dense.name):
+                        dense.build(shape)
 
 
 def model_path(path_without_suffix, save_format):

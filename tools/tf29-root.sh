@@ -89,6 +89,10 @@ ensure() {
 }
 
 run() {
+    # One run at a time: runs share the root's mount points.
+    mkdir -p "$cache"
+    exec 9>"$cache/tf29-root.lock"
+    flock 9
     ensure
     mount_system
     bind "$repo" "$root/src"
@@ -99,7 +103,12 @@ run() {
 }
 
 case "${1:-}" in
-    ensure) ensure ;;
+    ensure)
+        mkdir -p "$cache"
+        exec 9>"$cache/tf29-root.lock"
+        flock 9
+        ensure
+        ;;
     run)
         shift
         run "$@"

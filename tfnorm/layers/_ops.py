@@ -39,6 +39,14 @@ def _sum_to(value, param, other_axes):
     return tf.reduce_sum(value, other_axes, keepdims=True)
 
 
+def _first_sample(x, axes):
+    """x at index 0 of every normalised axis, with size-1 dims kept."""
+    size = [-1] * x.shape.rank
+    for a in axes:
+        size[a] = 1
+    return tf.slice(x, [0] * x.shape.rank, size)
+
+
 def _affine(x_hat, gamma, beta):
     y = x_hat
     if gamma is not None:
@@ -56,8 +64,14 @@ def layer_norm(x, gamma, beta, axes, epsilon):
 
     @tf.custom_gradient
     def _forward(x, *params):
-        mean = tf.reduce_mean(x, axes, keepdims=True)
-        centred = x - mean
+        # Shift by one sample per row before averaging: for inputs far from
+        # zero (|x| ~ 1e4) a float32 mean is only good to ~1e-3, and that
+        # error would land in every output; the shifted values are small, so
+        # their mean is exact to float32 resolution. The shift cancels
+        # mathematically, so the backward pass below is unchanged.
+        shift = tf.stop_gradient(_first_sample(x, axes))
+        shifted = x - shift
+        centred = shifted - tf.reduce_mean(shifted, axes, keepdims=True)
         # Two-pass variance: E[x^2] - E[x]^2 cancels for inputs far from 0.
         variance = tf.reduce_mean(tf.square(centred), axes, keepdims=True)
         inv_std = tf.math.rsqrt(variance + epsilon)

@@ -24,9 +24,7 @@ def _validate_axis_type(axis):
         values = list(axis)
     else:
         values = [axis]
-    if not values or any(
-        isinstance(a, bool) or not isinstance(a, int) for a in values
-    ):
+    if not values or any(isinstance(a, bool) or not isinstance(a, int) for a in values):
         raise TypeError(
             "`axis` must be an int or a non-empty list of ints. "
             f"Received: axis={axis!r}"
@@ -116,7 +114,9 @@ class BaseNormalization(Layer):
     def _broadcast_param(self, weight, dtype):
         value = tf.cast(tf.convert_to_tensor(weight), dtype)
         if self._param_axes != sorted(self._param_axes):
-            order = sorted(range(len(self._param_axes)), key=self._param_axes.__getitem__)
+            order = sorted(
+                range(len(self._param_axes)), key=self._param_axes.__getitem__
+            )
             value = tf.transpose(value, order)
         return tf.reshape(value, self._broadcast_shape)
 

@@ -16,9 +16,7 @@ _BY_NAME = {
     "scale": ScaleNorm,
     "scalenorm": ScaleNorm,
 }
-_BY_CLASS_NAME = {
-    cls.__name__: cls for cls in (LayerNormalization, RMSNorm, ScaleNorm)
-}
+_BY_CLASS_NAME = {cls.__name__: cls for cls in (LayerNormalization, RMSNorm, ScaleNorm)}
 _CHOICES = (
     '"layer", "rms", "scale" (or "layernorm", "rmsnorm", "scalenorm"), a layer '
     "config dict ({'class_name': ..., 'config': {...}}), a normalisation layer "
@@ -50,7 +48,9 @@ def get_norm(spec="layer", **overrides):
     >>> tfnorm.get_norm("rms", epsilon=1e-5).epsilon
     1e-05
     """
-    overrides = {k: v for k, v in overrides.items() if not (k == "epsilon" and v is None)}
+    overrides = {
+        k: v for k, v in overrides.items() if not (k == "epsilon" and v is None)
+    }
     if isinstance(spec, str):
         cls = _BY_NAME.get(spec.lower()) or _BY_CLASS_NAME.get(spec)
         if cls is None:
@@ -78,13 +78,12 @@ def _from_config_dict(spec, overrides):
     config = dict(spec.get("config") or {})
     config.update(overrides)
     name = str(spec.get("registered_name") or spec["class_name"])
-    short = name.split(">")[-1]
-    if name.startswith("tfnorm>") or (
-        short in _BY_CLASS_NAME and "keras" not in str(spec.get("module", ""))
-    ):
-        return _BY_CLASS_NAME[short].from_config(config)
-    if short.lower() in _BY_NAME:
-        return _BY_NAME[short.lower()].from_config(config)
+    # "tfnorm>X" is how our layers register; a bare "LayerNormalization" is
+    # Keras's own layer, which `keras.layers.deserialize` rebuilds.
+    if name.startswith("tfnorm>") and name[len("tfnorm>") :] in _BY_CLASS_NAME:
+        return _BY_CLASS_NAME[name[len("tfnorm>") :]].from_config(config)
+    if name.lower() in _BY_NAME:
+        return _BY_NAME[name.lower()].from_config(config)
     return keras.layers.deserialize({**spec, "config": config})
 
 

@@ -61,7 +61,9 @@ class ScaleNorm(BaseNormalization):
     ):
         super().__init__(axis=axis, epsilon=epsilon, **kwargs)
         self.scale_initializer = (
-            None if scale_initializer is None else keras.initializers.get(scale_initializer)
+            None
+            if scale_initializer is None
+            else keras.initializers.get(scale_initializer)
         )
         self.scale_regularizer = keras.regularizers.get(scale_regularizer)
         self.scale_constraint = keras.constraints.get(scale_constraint)
@@ -93,7 +95,9 @@ class ScaleNorm(BaseNormalization):
                 "scale_initializer": None
                 if self.scale_initializer is None
                 else keras.initializers.serialize(self.scale_initializer),
-                "scale_regularizer": keras.regularizers.serialize(self.scale_regularizer),
+                "scale_regularizer": keras.regularizers.serialize(
+                    self.scale_regularizer
+                ),
                 "scale_constraint": keras.constraints.serialize(self.scale_constraint),
             }
         )

@@ -1,0 +1,64 @@
+from __future__ import annotations
+
+import pytest
+
+import tfnorm
+from tfnorm._keras import keras
+from tfnorm.layers import is_norm_layer
+
+
+@pytest.mark.parametrize(
+    "name, cls",
+    [
+        ("layer", tfnorm.LayerNormalization),
+        ("layernorm", tfnorm.LayerNormalization),
+        ("rms", tfnorm.RMSNorm),
+        ("RMSNorm", tfnorm.RMSNorm),
+        ("scale", tfnorm.ScaleNorm),
+    ],
+)
+def test_names_and_aliases(name, cls):
+    assert type(tfnorm.get_norm(name)) is cls
+
+
+def test_overrides_apply_and_none_epsilon_means_default():
+    norm = tfnorm.get_norm("rms", epsilon=1e-5, name="attention_norm")
+    assert norm.epsilon == 1e-5 and norm.name == "attention_norm"
+    assert tfnorm.get_norm("layer", epsilon=None).epsilon == 1e-5
+
+
+@pytest.mark.parametrize("spec", [tfnorm.RMSNorm(partial=0.5, epsilon=1e-4)])
+def test_config_dict_round_trip(spec):
+    norm = tfnorm.get_norm(keras.layers.serialize(spec), name="copy")
+    assert type(norm) is tfnorm.RMSNorm
+    assert norm.partial == 0.5 and norm.epsilon == 1e-4 and norm.name == "copy"
+
+
+def test_keras_builtin_config_dict_gives_keras_layer():
+    spec = keras.layers.serialize(keras.layers.LayerNormalization(epsilon=1e-6))
+    norm = tfnorm.get_norm(spec)
+    assert type(norm) is keras.layers.LayerNormalization
+    assert norm.epsilon == 1e-6
+
+
+def test_instance_is_a_template_not_shared():
+    template = tfnorm.LayerNormalization(epsilon=1e-6, center=False)
+    first, second = tfnorm.get_norm(template), tfnorm.get_norm(template)
+    assert first is not template and second is not first
+    assert first.epsilon == 1e-6 and first.center is False
+
+
+def test_class_spec():
+    assert type(tfnorm.get_norm(tfnorm.ScaleNorm, epsilon=1e-3)) is tfnorm.ScaleNorm
+
+
+@pytest.mark.parametrize("spec", ["batch", "", 3, None, {"config": {}}, [1]])
+def test_unknown_spec_lists_the_choices(spec):
+    with pytest.raises(ValueError, match='"layer", "rms", "scale"'):
+        tfnorm.get_norm(spec)
+
+
+def test_is_norm_layer():
+    assert is_norm_layer(tfnorm.RMSNorm())
+    assert is_norm_layer(keras.layers.LayerNormalization())
+    assert not is_norm_layer(keras.layers.Dense(3))
