@@ -99,9 +99,17 @@ def test_large_inputs_stay_accurate():
     np.testing.assert_allclose(np.asarray(layer(x)), expected, atol=2e-5)
 
 
+@pytest.mark.parametrize("matvec", [True, False], ids=["matvec", "reduce"])
 @pytest.mark.parametrize("center, scale", [(True, True), (False, True), (True, False)])
-@pytest.mark.parametrize("shape, axes", [((3, 5), (1,)), ((2, 3, 4), (1, 2))])
-def test_analytic_gradient_matches_numerical(shape, axes, center, scale):
+@pytest.mark.parametrize(
+    "shape, axes", [((3, 5), (1,)), ((2, 3, 4), (1, 2)), ((2, 3, 4), (0, 2))]
+)
+def test_analytic_gradient_matches_numerical(
+    shape, axes, center, scale, matvec, monkeypatch
+):
+    # matvec: CPU reductions as matrix-vector products (trailing axes only);
+    # reduce: the plain reductions used on GPU and for other axes.
+    monkeypatch.setattr(_ops, "_MATVEC_REDUCTIONS", matvec)
     rng = np.random.default_rng(0)
     x = tf.constant(rng.standard_normal(shape) * 2 + 1, tf.float64)
     param_shape = [shape[a] if a in axes else 1 for a in range(len(shape))]

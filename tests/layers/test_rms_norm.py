@@ -124,8 +124,10 @@ def test_partial_with_several_axes_is_rejected():
         tfnorm.RMSNorm(axis=[1, 2], partial=0.5).build((2, 3, 4))
 
 
+@pytest.mark.parametrize("matvec", [True, False], ids=["matvec", "reduce"])
 @pytest.mark.parametrize("center", [False, True])
-def test_analytic_gradient_matches_numerical(center):
+def test_analytic_gradient_matches_numerical(center, matvec, monkeypatch):
+    monkeypatch.setattr(_ops, "_MATVEC_REDUCTIONS", matvec)
     rng = np.random.default_rng(0)
     x = tf.constant(rng.standard_normal((3, 2, 5)) * 2 + 0.5, tf.float64)
     gamma = tf.constant(1 + 0.5 * rng.standard_normal((1, 1, 5)), tf.float64)
