@@ -1,0 +1,22 @@
+"""Transformer encoder blocks, stacks and a text classifier built from tfnorm's norms."""
+
+from __future__ import annotations
+
+from tfnorm.models.builders import build_classifier, build_encoder, encoder_layer
+from tfnorm.models.encoder_block import NORM_POSITIONS, TransformerEncoderBlock
+from tfnorm.models.text_layers import (
+    PaddingMask,
+    SequencePooling,
+    TokenAndPositionEmbedding,
+)
+
+__all__ = [
+    "NORM_POSITIONS",
+    "PaddingMask",
+    "SequencePooling",
+    "TokenAndPositionEmbedding",
+    "TransformerEncoderBlock",
+    "build_classifier",
+    "build_encoder",
+    "encoder_layer",
+]

@@ -1,0 +1,429 @@
+"""`TransformerEncoderBlock`: one encoder layer with a choice of norm position."""
+
+from __future__ import annotations
+
+from tfnorm._keras import (
+    Layer,
+    build_attention,
+    build_sublayer,
+    get_keras_mask,
+    keras,
+    register_serializable,
+    tf,
+)
+from tfnorm.layers.factory import get_norm
+
+NORM_POSITIONS = ("post", "pre", "sandwich", "deepnorm")
+
+
+def _validate_positive_int(name, value):
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(
+            f"`{name}` must be a positive integer. Received: {name}={value!r}"
+        )
+    return value
+
+
+def _validate_rate(name, value):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not 0.0 <= value < 1.0
+    ):
+        raise ValueError(
+            f"`{name}` must be a number in [0, 1). Received: {name}={value!r}"
+        )
+    return float(value)
+
+
+def validate_norm_position(norm_position):
+    """Returns `norm_position` lower-cased, or raises naming the four choices."""
+    position = norm_position.lower() if isinstance(norm_position, str) else None
+    if position not in NORM_POSITIONS:
+        raise ValueError(
+            f"`norm_position` must be one of {', '.join(map(repr, NORM_POSITIONS))}. "
+            f"Received: norm_position={norm_position!r}"
+        )
+    return position
+
+
+def deepnorm_alpha(num_layers_total):
+    """DeepNet's residual scale α = (2L)^(1/4) for an L-layer encoder."""
+    return (2.0 * num_layers_total) ** 0.25
+
+
+def deepnorm_beta(num_layers_total):
+    """DeepNet's initialisation gain β = (8L)^(-1/4) for an L-layer encoder."""
+    return (8.0 * num_layers_total) ** -0.25
+
+
+def _serializable_norm_spec(norm):
+    # Names and config dicts are stored as given; a class or an instance is
+    # turned into a config dict so `get_config` stays JSON-serialisable.
+    if isinstance(norm, (str, dict)):
+        get_norm(norm)  # Fails early on an unknown spec.
+        return norm
+    return keras.layers.serialize(get_norm(norm))
+
+
+@register_serializable
+class TransformerEncoderBlock(Layer):
+    """One Transformer encoder layer: self-attention and a feed-forward network.
+
+    The block maps `(batch, seq, d_model)` to the same shape. Where its norms
+    sit is one argument, `norm_position`, with the four placements used in
+    the literature. With `N` a norm, `D` dropout, `Attn` multi-head
+    self-attention and `FFN(x) = W2 · D(act(W1 · x))`:
+
+    ```
+    "post"     x = N(x + D(Attn(x)));           x = N(x + D(FFN(x)))
+    "pre"      x = x + D(Attn(N(x)));           x = x + D(FFN(N(x)))
+    "sandwich" x = x + D(N2(Attn(N1(x))));      x = x + D(N2'(FFN(N1'(x))))
+    "deepnorm" x = N(alpha * x + D(Attn(x)));   x = N(alpha * x + D(FFN(x)))
+               alpha = (2L) ** (1/4); the attention value and output
+               projections and both FFN kernels start scaled by
+               beta = (8L) ** (-1/4); L = num_layers_total
+    ```
+
+    Post-LN is the original Transformer; it needs learning-rate warm-up
+    because, at initialisation, the gradients of its last layers do not
+    shrink with depth (Xiong et al., 2020). Pre-LN trains without warm-up,
+    and a Pre-LN stack needs a final norm after its last block
+    (`tfnorm.build_encoder` adds it). Sandwich-LN adds a second norm on each
+    sublayer's output. DeepNorm keeps Post-LN's placement but up-weights the
+    residual and down-scales the initial weights so very deep stacks train.
+
+    Every norm comes from `tfnorm.get_norm(norm, epsilon=epsilon)`: choosing
+    `norm="rms"` makes all of them RMSNorm. Attention uses
+    `key_dim = d_model // num_heads`, so the total attention width equals
+    `d_model`.
+
+    Masks: `padding_mask` (`(batch, seq)`, 1 or True for real tokens, 0 for
+    padding) hides padded keys from every query. When it is not given, the
+    implicit Keras mask of `x` (e.g. from `Embedding(mask_zero=True)`) is
+    used instead. `attention_mask` (`(batch, seq, seq)`, 1 = may attend) is
+    combined with the padding mask by logical AND. Outputs at padded
+    positions are computed but meaningless; outputs at real positions do
+    not depend on them. The implicit mask of `x` is passed on to the next
+    layer unchanged.
+
+    Sublayers, by name (handy for TensorBoard tags and `get_layer`):
+    `attention` (MultiHeadAttention), `attention_dropout` (dropout on the
+    attention output, before the residual add), `ffn_inner` (Dense(dff,
+    activation)), `ffn_dropout` (dropout between the FFN's two Dense layers),
+    `ffn_output` (Dense(d_model)), `output_dropout` (dropout on the FFN
+    output, before the residual add), the norms `attention_norm` and
+    `ffn_norm`, and for Sandwich-LN also `attention_output_norm` and
+    `ffn_output_norm`.
+
+    Example:
+
+    >>> import numpy as np, tfnorm
+    >>> block = tfnorm.TransformerEncoderBlock(32, 4, 64, norm_position="pre")
+    >>> block(np.zeros((2, 10, 32), "float32")).shape
+    TensorShape([2, 10, 32])
+
+    Args:
+        d_model: int, the model width (last dimension of the input).
+        num_heads: int, the number of attention heads; must divide
+            `d_model`.
+        dff: int, the width of the feed-forward network's hidden layer.
+        dropout_rate: float in [0, 1), the rate of the `attention_dropout`
+            and `output_dropout` layers (before each residual add). Defaults
+            to `0.1`.
+        norm: a `tfnorm.get_norm` spec (`"layer"`, `"rms"`, `"scale"`, a
+            config dict, a class or an instance) used for every norm in the
+            block. Defaults to `"layer"`.
+        norm_position: one of `"post"`, `"pre"`, `"sandwich"`, `"deepnorm"`.
+            Defaults to `"pre"`.
+        epsilon: float or None, the norms' epsilon; None keeps the norm's
+            default. Defaults to `None`.
+        activation: the FFN's hidden activation. Defaults to `"gelu"`.
+        attention_dropout: float in [0, 1) or None, the dropout rate on the
+            attention probabilities inside `attention`. None means
+            `dropout_rate`. Defaults to `None`.
+        ffn_dropout: float in [0, 1) or None, the rate of `ffn_dropout`
+            between the FFN's two Dense layers. None means `dropout_rate`.
+            Defaults to `None`.
+        kernel_initializer: initializer of the attention and FFN kernels
+            (each sublayer gets its own copy). Defaults to
+            `"glorot_uniform"`.
+        num_layers_total: int or None, the depth `L` of the whole encoder;
+            required by `"deepnorm"` (for α and β), ignored otherwise.
+            `tfnorm.build_encoder` fills it in. Defaults to `None`.
+        **kwargs: base layer arguments (`name`, `dtype`, `trainable`).
+
+    Call arguments:
+        x: float tensor `(batch, seq, d_model)`; `seq` may be unknown.
+        padding_mask: optional `(batch, seq)` tensor, nonzero/True for real
+            tokens.
+        attention_mask: optional `(batch, seq, seq)` tensor, nonzero/True
+            where a query may attend to a key.
+        training: bool, whether dropout is active.
+
+    References:
+        - [Vaswani et al., 2017. Attention Is All You Need](
+          https://arxiv.org/abs/1706.03762)
+        - [Xiong et al., 2020. On Layer Normalization in the Transformer
+          Architecture](https://arxiv.org/abs/2002.04745)
+        - [Ding et al., 2021. CogView](https://arxiv.org/abs/2105.13290)
+        - [Wang et al., 2022. DeepNet: Scaling Transformers to 1,000
+          Layers](https://arxiv.org/abs/2203.00555)
+    """
+
+    def __init__(
+        self,
+        d_model,
+        num_heads,
+        dff,
+        dropout_rate=0.1,
+        *,
+        norm="layer",
+        norm_position="pre",
+        epsilon=None,
+        activation="gelu",
+        attention_dropout=None,
+        ffn_dropout=None,
+        kernel_initializer="glorot_uniform",
+        num_layers_total=None,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.d_model = _validate_positive_int("d_model", d_model)
+        self.num_heads = _validate_positive_int("num_heads", num_heads)
+        self.dff = _validate_positive_int("dff", dff)
+        if d_model % num_heads:
+            raise ValueError(
+                "`d_model` must be divisible by `num_heads` (each head gets "
+                f"d_model // num_heads features). Received: d_model={d_model}, "
+                f"num_heads={num_heads}"
+            )
+        self.dropout_rate = _validate_rate("dropout_rate", dropout_rate)
+        self.attention_dropout = (
+            None
+            if attention_dropout is None
+            else _validate_rate("attention_dropout", attention_dropout)
+        )
+        self.ffn_dropout = (
+            None if ffn_dropout is None else _validate_rate("ffn_dropout", ffn_dropout)
+        )
+        self.norm = _serializable_norm_spec(norm)
+        self.norm_position = validate_norm_position(norm_position)
+        self.epsilon = epsilon
+        self.activation = keras.activations.get(activation)
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        if num_layers_total is not None:
+            num_layers_total = _validate_positive_int(
+                "num_layers_total", num_layers_total
+            )
+        if self.norm_position == "deepnorm" and num_layers_total is None:
+            raise ValueError(
+                "norm_position='deepnorm' needs the encoder's total depth for "
+                "its residual scale and initial weight gain. Pass "
+                "`num_layers_total` (tfnorm.build_encoder does). Received: "
+                "num_layers_total=None"
+            )
+        self.num_layers_total = num_layers_total
+        self.key_dim = self.d_model // self.num_heads
+        self.supports_masking = True
+
+    # -- construction -----------------------------------------------------
+
+    def _clone_initializer(self):
+        return keras.initializers.get(
+            keras.initializers.serialize(self.kernel_initializer)
+        )
+
+    def _make_norm(self, name):
+        return get_norm(
+            self.norm, epsilon=self.epsilon, name=name, dtype=self.dtype_policy
+        )
+
+    def _norm_names(self):
+        names = ["attention_norm", "ffn_norm"]
+        if self.norm_position == "sandwich":
+            names += ["attention_output_norm", "ffn_output_norm"]
+        return names
+
+    def build(self, input_shape):
+        shape = tf.TensorShape(input_shape)
+        if shape.rank != 3 or shape[-1] != self.d_model:
+            raise ValueError(
+                "TransformerEncoderBlock expects inputs of shape (batch, seq, "
+                f"d_model={self.d_model}). Received: input_shape={input_shape}"
+            )
+        policy = self.dtype_policy
+        rate = self.dropout_rate
+        attention_rate = (
+            rate if self.attention_dropout is None else self.attention_dropout
+        )
+        ffn_rate = rate if self.ffn_dropout is None else self.ffn_dropout
+
+        # Each norm is an attribute named like the layer (`block.ffn_norm`).
+        for name in self._norm_names():
+            norm = self._make_norm(name)
+            build_sublayer(norm, shape)
+            setattr(self, name, norm)
+
+        self.attention = keras.layers.MultiHeadAttention(
+            num_heads=self.num_heads,
+            key_dim=self.key_dim,
+            dropout=attention_rate,
+            kernel_initializer=self._clone_initializer(),
+            dtype=policy,
+            name="attention",
+        )
+        build_attention(self.attention, shape, shape)
+        self.attention_dropout_layer = keras.layers.Dropout(
+            rate, dtype=policy, name="attention_dropout"
+        )
+        self.ffn_inner = keras.layers.Dense(
+            self.dff,
+            activation=self.activation,
+            kernel_initializer=self._clone_initializer(),
+            dtype=policy,
+            name="ffn_inner",
+        )
+        build_sublayer(self.ffn_inner, shape)
+        self.ffn_dropout_layer = keras.layers.Dropout(
+            ffn_rate, dtype=policy, name="ffn_dropout"
+        )
+        self.ffn_output = keras.layers.Dense(
+            self.d_model,
+            kernel_initializer=self._clone_initializer(),
+            dtype=policy,
+            name="ffn_output",
+        )
+        build_sublayer(self.ffn_output, tf.TensorShape([shape[0], shape[1], self.dff]))
+        self.output_dropout = keras.layers.Dropout(
+            rate, dtype=policy, name="output_dropout"
+        )
+        for dropout in (
+            self.attention_dropout_layer,
+            self.ffn_dropout_layer,
+            self.output_dropout,
+        ):
+            build_sublayer(dropout, shape)
+
+        if self.norm_position == "deepnorm":
+            beta = deepnorm_beta(self.num_layers_total)
+            # MultiHeadAttention has one kernel initializer for all four
+            # projections, but DeepNet scales only value and output (query
+            # and key keep gain 1), so scale those kernels after creation.
+            # Loading saved weights overwrites this, as it should.
+            for kernel in (
+                self.attention._value_dense.kernel,
+                self.attention._output_dense.kernel,
+                self.ffn_inner.kernel,
+                self.ffn_output.kernel,
+            ):
+                with tf.init_scope():
+                    kernel.assign(kernel * beta)
+        self.built = True
+
+    def get_build_config(self):
+        # Keras 3 records the shape of every tensor argument (x and the
+        # masks) when masks are passed, then rebuilds with them as keyword
+        # arguments; `build` needs only x's shape.
+        config = super().get_build_config()
+        if config and "shapes_dict" in config:
+            return {"input_shape": next(iter(config["shapes_dict"].values()))}
+        return config
+
+    # -- forward ----------------------------------------------------------
+
+    @property
+    def residual_scale(self):
+        """α for DeepNorm, 1 for the other positions."""
+        if self.norm_position == "deepnorm":
+            return deepnorm_alpha(self.num_layers_total)
+        return 1.0
+
+    def _attention_mask(self, x, padding_mask, attention_mask):
+        mask = None
+        if padding_mask is not None:
+            keys = tf.cast(padding_mask, tf.bool)[:, tf.newaxis, :]
+            queries = tf.ones(tf.shape(x)[:2], dtype=tf.bool)[:, :, tf.newaxis]
+            mask = tf.logical_and(queries, keys)
+        if attention_mask is not None:
+            attention_mask = tf.cast(attention_mask, tf.bool)
+            mask = (
+                attention_mask if mask is None else tf.logical_and(mask, attention_mask)
+            )
+        return mask
+
+    def _self_attention(self, x, mask, training):
+        if get_keras_mask(x) is not None:
+            # Keras 3's MultiHeadAttention deletes the Keras mask of the
+            # tensor it receives (the caller's own `x` in Post-LN), so a
+            # second call with that tensor would run unmasked. `mask`
+            # already holds the padding: give attention a mask-free copy.
+            x = tf.identity(x)
+        return self.attention(x, x, attention_mask=mask, training=training)
+
+    def _ffn(self, x, training):
+        hidden = self.ffn_inner(x)
+        hidden = self.ffn_dropout_layer(hidden, training=training)
+        return self.ffn_output(hidden)
+
+    def call(self, x, padding_mask=None, attention_mask=None, training=None, mask=None):
+        if padding_mask is None:
+            padding_mask = mask if mask is not None else get_keras_mask(x)
+        attn_mask = self._attention_mask(x, padding_mask, attention_mask)
+        position = self.norm_position
+
+        def attention_branch(inputs):
+            return self._self_attention(inputs, attn_mask, training)
+
+        def ffn_branch(inputs):
+            return self._ffn(inputs, training)
+
+        for branch, norm_in, norm_out, dropout in (
+            (
+                attention_branch,
+                self.attention_norm,
+                getattr(self, "attention_output_norm", None),
+                self.attention_dropout_layer,
+            ),
+            (
+                ffn_branch,
+                self.ffn_norm,
+                getattr(self, "ffn_output_norm", None),
+                self.output_dropout,
+            ),
+        ):
+            if position == "pre":
+                x = x + dropout(branch(norm_in(x)), training=training)
+            elif position == "sandwich":
+                x = x + dropout(norm_out(branch(norm_in(x))), training=training)
+            else:  # "post" and "deepnorm"
+                residual = x
+                if position == "deepnorm":
+                    residual = residual * tf.cast(self.residual_scale, x.dtype)
+                x = norm_in(residual + dropout(branch(x), training=training))
+        return x
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "d_model": self.d_model,
+                "num_heads": self.num_heads,
+                "dff": self.dff,
+                "dropout_rate": self.dropout_rate,
+                "norm": self.norm,
+                "norm_position": self.norm_position,
+                "epsilon": self.epsilon,
+                "activation": keras.activations.serialize(self.activation),
+                "attention_dropout": self.attention_dropout,
+                "ffn_dropout": self.ffn_dropout,
+                "kernel_initializer": keras.initializers.serialize(
+                    self.kernel_initializer
+                ),
+                "num_layers_total": self.num_layers_total,
+            }
+        )
+        return config
