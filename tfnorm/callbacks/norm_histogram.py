@@ -1,0 +1,154 @@
+"""TensorBoard histograms and scalars of every norm layer's activations."""
+
+from __future__ import annotations
+
+import warnings
+
+from tfnorm.callbacks import _probe
+
+
+class NormHistogramCallback(_probe.PeriodicCallback):
+    """Writes histograms of norm layers' outputs (and inputs) to TensorBoard.
+
+    Keras's `TensorBoard(histogram_freq=...)` records weights only. This
+    callback records activations: every `every_n_steps` training steps and
+    at the end of every epoch it runs the model on the probe batch `data`
+    (with `training=False`, in a separate function, so training is
+    unchanged), and writes for each norm layer, under a tag built from the
+    layer's path in the model:
+
+    ```
+    encoder/block_3/attention_norm/outputs                       histogram
+    encoder/block_3/attention_norm/outputs/mean                  scalar
+    encoder/block_3/attention_norm/outputs/std                   scalar
+    encoder/block_3/attention_norm/outputs/min                   scalar
+    encoder/block_3/attention_norm/outputs/max                   scalar
+    encoder/block_3/attention_norm/outputs/nonfinite_fraction    scalar
+    ```
+
+    and the same under `.../inputs` when `record` includes `"inputs"`. The
+    histogram holds the finite values (NaN/Inf would make its buckets
+    meaningless); their share is in `nonfinite_fraction`; mean, std, min and
+    max are over finite values. Norm layers are found at any depth: inside
+    nested models, Sequential models and composite layers such as encoder
+    blocks, tfnorm's norms as well as Keras's own `LayerNormalization` and
+    `RMSNormalization`.
+
+    Example:
+
+    ```python
+    probe = x_train[:32]
+    model.fit(
+        x_train, y_train, epochs=3,
+        callbacks=[tfnorm.callbacks.NormHistogramCallback("logs/norms", probe)],
+    )
+    # tensorboard --logdir logs
+    ```
+
+    In a custom training loop, call `set_model(model)` once and
+    `log(step)` whenever a record is wanted.
+
+    Args:
+        log_dir: str, the directory the event files are written to.
+        data: the probe batch: inputs `x`, a tuple `(x, y)` /
+            `(x, y, sample_weight)` (only `x` is used), or a small
+            `tf.data.Dataset` of such batches (read once, all batches used).
+        every_n_steps: int >= 1, record every this many training steps.
+            Defaults to `100`.
+        layers: `"norms"` for every norm layer, or a list of layer paths
+            (`"encoder/block_0/ffn_norm"`), layer names or layer objects
+            (any layer type) to record. Defaults to `"norms"`.
+        record: tuple of `"outputs"` and/or `"inputs"`. Defaults to
+            `("outputs",)`.
+        max_values: int or None, at most this many values per tensor go
+            into a histogram (an evenly strided sample); the scalars use all
+            values. Defaults to `10000`.
+        buckets: int, histogram buckets. Defaults to `30`.
+    """
+
+    def __init__(
+        self,
+        log_dir,
+        data,
+        every_n_steps=100,
+        layers="norms",
+        record=("outputs",),
+        max_values=10000,
+        buckets=30,
+    ):
+        super().__init__(every_n_steps)
+        if isinstance(record, str):
+            record = (record,)
+        record = tuple(record)
+        unknown = [r for r in record if r not in _probe.RECORDABLE]
+        if not record or unknown:
+            raise ValueError(
+                f"`record` must be a non-empty subset of {_probe.RECORDABLE}. "
+                f"Received: record={record!r}"
+            )
+        if max_values is not None and (
+            isinstance(max_values, bool)
+            or not isinstance(max_values, int)
+            or max_values < 1
+        ):
+            raise ValueError(
+                "`max_values` must be a positive int or None. "
+                f"Received: max_values={max_values!r}"
+            )
+        self.log_dir = str(log_dir)
+        self.batches = _probe.as_batches(data)
+        self.layers = layers
+        self.record = record
+        self.max_values = max_values
+        self.buckets = buckets
+        self._probe = None
+        self._writer = _probe.SummaryWriter(self.log_dir, buckets=buckets)
+
+    def _forget_model(self):
+        self._probe = None
+
+    def _get_probe(self):
+        if self._probe is None:
+            model = _probe.require_model(self)
+            entries = _probe.select_layers(model, self.layers)
+            if not entries:
+                warnings.warn(
+                    f"NormHistogramCallback found no norm layer in model "
+                    f"{model.name!r}: nothing will be recorded.",
+                    stacklevel=2,
+                )
+            self._probe = _probe.NormProbe(
+                model, entries, self.record, max_values=self.max_values
+            )
+        return self._probe
+
+    def log(self, step):
+        """Probes the model and writes the summaries at `step`.
+
+        Returns:
+            `{path: {"outputs": stats, ...}}` with, per recorded tensor, the
+            scalars written (`mean`, `std`, `min`, `max`,
+            `nonfinite_fraction`), the value count and the histogram sample.
+        """
+        results = self._get_probe().run(self.batches)
+        histograms = {}
+        scalars = {}
+        for path, recorded in results.items():
+            for kind in self.record:
+                stats = recorded[kind]
+                tag = f"{path}/{kind}"
+                histograms[tag] = stats["values"]
+                for name in _probe.SCALARS:
+                    scalars[f"{tag}/{name}"] = stats[name]
+        self._writer.write(step, histograms, scalars)
+        return results
+
+    def _periodic(self, step):
+        self.log(step)
+
+    def on_train_end(self, logs=None):
+        self._writer.flush()
+
+    def close(self):
+        """Closes the event file (a later `log` opens a new one)."""
+        self._writer.close()
