@@ -1,0 +1,94 @@
+"""Tests for `tfnorm compare` and the `make demo` target that runs it."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from tests.conftest import REPO
+from tfnorm.cli import compare as compare_cli
+from tfnorm.cli.main import build_parser, main
+from tfnorm.training import compare
+
+TINY_FLAGS = [
+    "--num-layers", "1",
+    "--d-model", "8",
+    "--num-heads", "2",
+    "--dff", "16",
+    "--vocab-size", "5",
+    "--seq-len", "4",
+    "--batch-size", "4",
+    "--steps", "3",
+    "--warmup-steps", "2",
+    "--eval-size", "8",
+    "--eval-every", "3",
+    "--seeds", "1",
+    "--no-jit",
+]  # fmt: skip
+
+
+def test_help_shows_the_library_defaults():
+    defaults = {
+        k: v for k, v in compare.DEFAULTS.items() if k not in ("epsilon", "jit_compile")
+    }
+    assert compare_cli.HELP_DEFAULTS == defaults
+
+
+def test_unset_flags_leave_the_library_defaults_in_force():
+    args = build_parser().parse_args(["compare"])
+    assert compare_cli._options(args) == {}
+    args = build_parser().parse_args(
+        ["compare", "--steps", "7", "--seeds", "4", "5", "--no-jit"]
+    )
+    assert compare_cli._options(args) == {
+        "steps": 7,
+        "seeds": [4, 5],
+        "jit_compile": False,
+    }
+
+
+def test_compare_writes_the_results_and_prints_where_they_are(tmp_path, capsys):
+    output_dir = str(tmp_path / "out")
+    assert main(["compare", "--output-dir", output_dir] + TINY_FLAGS) == 0
+    printed = capsys.readouterr().out
+    assert f"table:       {os.path.join(output_dir, 'results.md')}" in printed
+    assert f"plot:        {os.path.join(output_dir, 'comparison.png')}" in printed
+    assert f"tensorboard --logdir {os.path.join(output_dir, 'tensorboard')}" in printed
+    assert "| pre-LN, no warm-up | " in printed
+    with open(os.path.join(output_dir, "results.json")) as f:
+        config = json.load(f)["config"]
+    assert (
+        config["steps"] == 3
+        and config["seeds"] == [1]
+        and config["jit_compile"] is False
+    )
+    assert config["learning_rate"] == compare.DEFAULTS["learning_rate"]
+
+
+# Slow: a fresh TensorFlow process via make (the in-process test above covers
+# the command itself). Run with `make test-slow`.
+@pytest.mark.slow
+@pytest.mark.skipif(
+    shutil.which("make") is None
+    or not os.path.exists(os.path.join(REPO, ".venv", "bin", "python")),
+    reason="`make demo` runs the repository's .venv, which does not run here",
+)
+def test_make_demo_runs_compare_and_prints_the_paths(tmp_path):
+    output_dir = str(tmp_path / "demo")
+    env = dict(os.environ)
+    result = subprocess.run(
+        # -o: treat the venv as up to date, so the test never reinstalls it.
+        [
+            "make", "-s", "-o", ".venv/.installed", "demo",
+            f"DEMO_DIR={output_dir}", "COMPARE_ARGS=" + " ".join(TINY_FLAGS),
+        ],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert f"plot:        {output_dir}/comparison.png" in result.stdout
+    assert f"tensorboard --logdir {output_dir}/tensorboard" in result.stdout
+    assert os.path.exists(os.path.join(output_dir, "comparison.png"))

@@ -1,0 +1,357 @@
+"""`tfnorm train`: flags, config files, exit statuses, kill -9 / SIGTERM recovery.
+
+The recovery tests run the real command in a subprocess, as `nohup tfnorm
+train ...` would run over SSH, and signal it once a checkpoint exists.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.conftest import REPO
+from tfnorm.cli.main import build_parser, main
+
+ISSUE_FLAGS = (
+    "--config",
+    "--task",
+    "--data",
+    "--val-data",
+    "--num-layers",
+    "--d-model",
+    "--num-heads",
+    "--dff",
+    "--max-len",
+    "--norm",
+    "--norm-position",
+    "--optimizer",
+    "--learning-rate",
+    "--warmup-steps",
+    "--weight-decay",
+    "--clipnorm",
+    "--epochs",
+    "--steps-per-epoch",
+    "--batch-size",
+    "--strategy",
+    "--mixed-precision",
+    "--logdir",
+    "--checkpoint-dir",
+    "--checkpoint-every",
+    "--seed",
+    "--log-file",
+)
+
+TINY_FLAGS = [
+    "--task",
+    "sorted",
+    "--num-examples",
+    "128",
+    "--max-len",
+    "8",
+    "--num-layers",
+    "1",
+    "--d-model",
+    "16",
+    "--num-heads",
+    "2",
+    "--dff",
+    "32",
+    "--batch-size",
+    "16",
+    "--histogram-every",
+    "0",
+]
+
+
+def train_help():
+    parser = build_parser()
+    subparsers = next(action for action in parser._actions if action.dest == "command")
+    return subparsers.choices["train"].format_help()
+
+
+def test_help_documents_every_flag_and_the_exit_statuses():
+    text = train_help()
+    for flag in ISSUE_FLAGS:
+        assert re.search(rf"^\s+{flag}\b", text, re.MULTILINE), flag
+    assert "143" in text and "130" in text and "NaN" in text
+
+
+@pytest.mark.parametrize(
+    "flag, value",
+    [
+        ("--learning-rate", "-1"),
+        ("--learning-rate", "fast"),
+        ("--batch-size", "0"),
+        ("--epochs", "1.5"),
+        ("--warmup-steps", "-3"),
+        ("--norm-position", "middle"),
+        ("--mixed-precision", "float8"),
+        ("--strategy", "tpu"),
+        ("--task", "reverse"),
+        ("--clipnorm", "-2"),
+    ],
+)
+def test_bad_flag_values_name_the_flag(capsys, flag, value):
+    with pytest.raises(SystemExit) as info:
+        main(["train", flag, value])
+    assert info.value.code == 2
+    assert f"argument {flag}" in capsys.readouterr().err
+
+
+def print_config(argv, capsys):
+    assert main(["train", *argv, "--print-config"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_config_file_is_read_and_flags_win(tmp_path, capsys):
+    yaml_file = tmp_path / "run.yaml"
+    yaml_file.write_text(
+        "task: majority\nd_model: 32\nnum_heads: 4\nlearning_rate: 0.01\n"
+        "clipnorm: null\nnorm-position: post\n"
+    )
+    merged = print_config(["--config", str(yaml_file), "--d-model", "16"], capsys)
+    assert merged["task"] == "majority" and merged["d_model"] == 16
+    assert merged["learning_rate"] == 0.01 and merged["clipnorm"] is None
+    assert merged["norm_position"] == "post"
+    json_file = tmp_path / "run.json"
+    json_file.write_text(json.dumps({"task": "sorted", "epochs": 3}))
+    merged = print_config(["--config", str(json_file), "--epochs", "5"], capsys)
+    assert merged["epochs"] == 5 and merged["task"] == "sorted"
+    assert merged["export"] is True
+    assert print_config(["--task", "sorted", "--no-export"], capsys)["export"] is False
+
+
+@pytest.mark.parametrize(
+    "content, expected",
+    [
+        ("task: sorted\nd_model: 16\nnum_heads: 3\n", "--d-model (config key d_model)"),
+        (
+            "task: sorted\nlearning_rate: -1\n",
+            "--learning-rate (config key learning_rate)",
+        ),
+        (
+            "task: sorted\nlearnig_rate: 0.1\n",
+            "Unknown training setting 'learnig_rate'",
+        ),
+        ("- just\n- a list\n", "must hold a mapping"),
+        ("task: [unclosed\n", "not valid YAML"),
+    ],
+)
+def test_bad_config_file_values_are_named(tmp_path, capsys, content, expected):
+    path = tmp_path / "run.yaml"
+    path.write_text(content)
+    assert main(["train", "--config", str(path), "--print-config"]) == 2
+    assert expected in capsys.readouterr().err
+
+
+def test_task_or_data_is_required(capsys):
+    assert main(["train", "--print-config"]) == 2
+    assert "--task (config key task)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "content, expected",
+    [
+        ("text,target\nhello,1\n", r"bad\.csv, line 1: the header has no `label`"),
+        ("text,label\nok,0\nbad,one\n", r"bad\.csv, line 3: the label"),
+        (
+            "text,label\nok,0\nok,1\ntoo,many,1\n",
+            r"bad\.csv, line 4: expected 2 fields",
+        ),
+        ("text,label\n", r"bad\.csv: the file holds no examples"),
+    ],
+)
+def test_malformed_csv_fails_fast_with_file_and_line(
+    tmp_path, capsys, content, expected
+):
+    path = tmp_path / "bad.csv"
+    path.write_text(content)
+    logdir = tmp_path / "run"
+    assert main(["train", "--data", str(path), "--logdir", str(logdir)]) == 2
+    assert re.search(expected, capsys.readouterr().err)
+    assert not (logdir / "summary.json").exists()
+
+
+# ------------------------------------------------------- subprocess runs
+
+
+def command(logdir, *extra):
+    return [
+        sys.executable,
+        "-m",
+        "tfnorm",
+        "train",
+        *TINY_FLAGS,
+        "--logdir",
+        str(logdir),
+        "--log-file",
+        str(logdir / "train.log"),
+        *extra,
+    ]
+
+
+def environment():
+    env = dict(os.environ)
+    env["PYTHONPATH"] = REPO + os.pathsep + env.get("PYTHONPATH", "")
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def start(logdir, *extra):
+    logdir.mkdir(parents=True, exist_ok=True)
+    stdout = open(logdir / "stdout.txt", "w")
+    process = subprocess.Popen(
+        command(logdir, *extra),
+        stdout=stdout,
+        stderr=subprocess.STDOUT,
+        env=environment(),
+        cwd=REPO,
+    )
+    stdout.close()
+    return process
+
+
+def latest_checkpoint_step(checkpoint_dir):
+    state = os.path.join(checkpoint_dir, "checkpoint")
+    if not os.path.exists(state):
+        return None
+    with open(state) as handle:
+        match = re.search(
+            r'^model_checkpoint_path: ".*ckpt-(\d+)"', handle.read(), re.M
+        )
+    return int(match.group(1)) if match else None
+
+
+def wait_for_checkpoint(process, checkpoint_dir, timeout=240):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        step = latest_checkpoint_step(checkpoint_dir)
+        if step is not None:
+            return step
+        if process.poll() is not None:
+            raise AssertionError(f"training exited early ({process.returncode})")
+        time.sleep(0.02)
+    process.kill()
+    raise AssertionError("no checkpoint appeared in time")
+
+
+def read(path):
+    with open(path) as handle:
+        return handle.read()
+
+
+def test_kill_9_then_the_same_command_resumes_and_finishes_the_steps(tmp_path):
+    logdir = tmp_path / "run"
+    extra = ("--epochs", "2", "--steps-per-epoch", "30", "--checkpoint-every", "5")
+    extra += ("--log-every", "5")
+    process = start(logdir, *extra)
+    try:
+        wait_for_checkpoint(process, str(logdir / "checkpoints"))
+        process.send_signal(signal.SIGKILL)
+        assert process.wait(timeout=30) == -signal.SIGKILL
+    finally:
+        if process.poll() is None:
+            process.kill()
+    killed_at = latest_checkpoint_step(str(logdir / "checkpoints"))
+    assert 5 <= killed_at < 60 and killed_at % 5 == 0
+    assert not (logdir / "summary.json").exists()
+
+    rerun = subprocess.run(
+        command(logdir, *extra),
+        capture_output=True,
+        text=True,
+        env=environment(),
+        cwd=REPO,
+        timeout=600,
+    )
+    assert rerun.returncode == 0, rerun.stdout + rerun.stderr[-3000:]
+    assert f"resumed from step {killed_at}" in rerun.stdout
+    steps_after = [int(s) for s in re.findall(r"step (\d+)/60 ", rerun.stdout)]
+    assert steps_after[0] == (killed_at // 5 + 1) * 5 and steps_after[-1] == 60
+    summary = json.loads(read(logdir / "summary.json"))
+    assert summary["status"] == "completed"
+    assert summary["final_step"] == summary["total_steps"] == 60
+    assert summary["resumed_from_step"] == killed_at
+    # The log file keeps both runs' lines, line by line.
+    log = read(logdir / "train.log")
+    assert "starting from step 0" in log and f"resumed from step {killed_at}" in log
+
+
+def test_sigterm_saves_a_checkpoint_and_exits_143(tmp_path):
+    logdir = tmp_path / "run"
+    extra = ("--epochs", "1", "--steps-per-epoch", "400", "--checkpoint-every", "10")
+    process = start(logdir, *extra)
+    try:
+        wait_for_checkpoint(process, str(logdir / "checkpoints"))
+        sent = time.time()
+        process.send_signal(signal.SIGTERM)
+        returncode = process.wait(timeout=60)
+        elapsed = time.time() - sent
+    finally:
+        if process.poll() is None:
+            process.kill()
+    output = read(logdir / "stdout.txt")
+    assert returncode == 143, output[-3000:]
+    # "Within a few seconds": one step plus a checkpoint; generous for a busy
+    # machine shared by other jobs.
+    assert elapsed < 20
+    match = re.search(r"SIGTERM received: checkpoint saved at step (\d+)", output)
+    assert match, output[-3000:]
+    stopped_at = int(match.group(1))
+    assert latest_checkpoint_step(str(logdir / "checkpoints")) == stopped_at
+    summary = json.loads(read(logdir / "summary.json"))
+    assert summary["status"] == "terminated" and summary["exit_status"] == 143
+    assert summary["final_step"] == stopped_at < 400
+    assert summary["model_path"] is None
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_multi_worker_run_of_two_processes_has_the_chief_write_everything(tmp_path):
+    logdir = tmp_path / "run"
+    logdir.mkdir()
+    cluster = {"worker": [f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"]}
+    extra = ("--epochs", "1", "--steps-per-epoch", "4", "--checkpoint-every", "2")
+    extra += ("--strategy", "multi_worker", "--log-every", "1")
+    processes, outputs = [], []
+    try:
+        for index in range(2):
+            env = environment()
+            env["TF_CONFIG"] = json.dumps(
+                {"cluster": cluster, "task": {"type": "worker", "index": index}}
+            )
+            outputs.append(tmp_path / f"worker{index}.txt")
+            with open(outputs[-1], "w") as stdout:
+                cmd = command(logdir, *extra)
+                cmd.remove("--log-file")
+                cmd.remove(str(logdir / "train.log"))
+                processes.append(
+                    subprocess.Popen(
+                        cmd, stdout=stdout, stderr=subprocess.STDOUT, env=env, cwd=REPO
+                    )
+                )
+        codes = [process.wait(timeout=900) for process in processes]
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
+    assert codes == [0, 0], read(outputs[0])[-2000:] + read(outputs[1])[-2000:]
+    assert "2 replica(s)" in read(outputs[0])
+    summary = json.loads(read(logdir / "summary.json"))
+    assert summary["status"] == "completed" and summary["final_step"] == 4
+    assert latest_checkpoint_step(str(logdir / "checkpoints")) == 4
+    # The non-chief's scratch copies are gone.
+    assert not [n for n in os.listdir(logdir / "checkpoints") if n.startswith(".")]

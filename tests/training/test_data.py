@@ -1,0 +1,223 @@
+"""Reading text-classification files, vectorising them, and the synthetic tasks."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from tfnorm.training import data as data_lib
+from tfnorm.training.data import (
+    DataError,
+    load_text_data,
+    make_synthetic,
+    read_examples,
+)
+
+
+def write(tmp_path, name, text):
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return str(path)
+
+
+# ----------------------------------------------------------------- reading
+
+
+def test_csv_reads_text_and_label_columns_in_any_order(tmp_path):
+    path = write(
+        tmp_path,
+        "train.csv",
+        'id,label,text\n1,0,"hello, world"\n2,1,good day\n\n3,2,"say ""hi"""\n',
+    )
+    texts, labels = read_examples(path)
+    assert texts == ["hello, world", "good day", 'say "hi"']
+    assert labels == [0, 1, 2]
+
+
+def test_tsv_and_jsonl_are_chosen_by_suffix(tmp_path):
+    tsv = write(tmp_path, "train.tsv", "text\tlabel\na, b\t1\nc\t0\n")
+    assert read_examples(tsv) == (["a, b", "c"], [1, 0])
+    jsonl = write(
+        tmp_path,
+        "train.jsonl",
+        json.dumps({"text": "x y", "label": 1})
+        + "\n\n"
+        + '{"label": 0, "text": "z"}\n',
+    )
+    assert read_examples(jsonl) == (["x y", "z"], [1, 0])
+
+
+def test_missing_column_names_file_and_header_line(tmp_path):
+    path = write(tmp_path, "train.csv", "\ntext,target\nhello,1\n")
+    with pytest.raises(
+        DataError, match=r"train\.csv, line 2: the header has no `label`"
+    ):
+        read_examples(path)
+
+
+@pytest.mark.parametrize("label", ["abc", "-1", "1.5", ""])
+def test_bad_label_names_file_and_line(tmp_path, label):
+    path = write(
+        tmp_path, "train.csv", f"text,label\nfine,0\nalso fine,1\nbad,{label}\n"
+    )
+    with pytest.raises(DataError, match=r"train\.csv, line 4: the label must be"):
+        read_examples(path)
+
+
+def test_row_with_wrong_field_count_names_file_and_line(tmp_path):
+    path = write(tmp_path, "train.csv", "text,label\na,0\nb,1,extra\n")
+    with pytest.raises(DataError, match=r"train\.csv, line 3: expected 2 fields"):
+        read_examples(path)
+
+
+def test_line_numbers_count_physical_lines_of_quoted_newlines(tmp_path):
+    path = write(tmp_path, "train.csv", 'text,label\n"two\nlines",0\nbad,x\n')
+    with pytest.raises(DataError, match=r"line 4:"):
+        read_examples(path)
+
+
+def test_malformed_quoting_is_a_bad_line(tmp_path):
+    path = write(tmp_path, "train.csv", 'text,label\nok,0\n"broken"quote,1\n')
+    with pytest.raises(DataError, match=r"train\.csv, line 3: malformed line"):
+        read_examples(path)
+
+
+def test_jsonl_errors_name_file_and_line(tmp_path):
+    bad_json = write(tmp_path, "a.jsonl", '{"text": "x", "label": 0}\n{"text": \n')
+    with pytest.raises(DataError, match=r"a\.jsonl, line 2: not valid JSON"):
+        read_examples(bad_json)
+    missing = write(tmp_path, "b.jsonl", '{"text": "x", "label": 0}\n{"text": "y"}\n')
+    with pytest.raises(DataError, match=r"b\.jsonl, line 2: the object has no `label`"):
+        read_examples(missing)
+    bad_label = write(tmp_path, "c.jsonl", '{"text": "x", "label": true}\n')
+    with pytest.raises(DataError, match=r"c\.jsonl, line 1: the label"):
+        read_examples(bad_label)
+
+
+@pytest.mark.parametrize(
+    "name, content",
+    [("empty.csv", ""), ("header.csv", "text,label\n\n"), ("blank.jsonl", "\n\n")],
+)
+def test_empty_dataset_is_an_error(tmp_path, name, content):
+    path = write(tmp_path, name, content)
+    with pytest.raises(DataError, match=r"empty"):
+        read_examples(path)
+
+
+def test_missing_file_is_an_error(tmp_path):
+    with pytest.raises(DataError, match="no such file"):
+        read_examples(str(tmp_path / "nope.csv"))
+
+
+def test_validation_label_unknown_to_training_is_an_error(tmp_path):
+    train = write(tmp_path, "train.csv", "text,label\na,0\nb,1\n")
+    val = write(tmp_path, "val.csv", "text,label\na,0\nc,5\n")
+    with pytest.raises(DataError, match=r"val\.csv: label 5 never occurs"):
+        load_text_data(train, val, max_len=4)
+
+
+# ------------------------------------------------------------ vectorising
+
+
+def test_vectorised_ids_are_padded_and_stable_with_a_saved_vocabulary(tmp_path):
+    train = write(
+        tmp_path,
+        "train.csv",
+        "text,label\nthe cat sat,0\nthe dog ran far away,1\na cat,0\n",
+    )
+    val = write(tmp_path, "val.csv", "text,label\nthe unseenword cat,1\n")
+    train_set, val_set, vocabulary = load_text_data(train, val, max_len=4)
+    assert train_set.ids.dtype == np.int32 and train_set.ids.shape == (3, 4)
+    assert train_set.num_classes == 2
+    assert train_set.vocab_size == len(vocabulary) + 2
+    # "the cat sat" has 3 tokens: one padding id at the end; the long text is cut.
+    assert train_set.ids[0, 3] == 0 and np.all(train_set.ids[1] > 0)
+    # Unknown words map to id 1.
+    assert 1 in val_set.ids[0]
+
+    data_lib.save_vocabulary(vocabulary, str(tmp_path / "run"))
+    reloaded = data_lib.load_vocabulary(str(tmp_path / "run"))
+    assert reloaded == vocabulary
+    # Reordered vocabulary → other ids: proves the saved one is what is used.
+    again, _, _ = load_text_data(train, None, max_len=4, vocabulary=reloaded)
+    np.testing.assert_array_equal(again.ids, train_set.ids)
+    shuffled, _, _ = load_text_data(
+        train, None, max_len=4, vocabulary=list(reversed(reloaded))
+    )
+    assert not np.array_equal(shuffled.ids, train_set.ids)
+
+
+def test_load_vocabulary_without_file_is_none(tmp_path):
+    assert data_lib.load_vocabulary(str(tmp_path)) is None
+
+
+# ---------------------------------------------------------- synthetic tasks
+
+
+@pytest.mark.parametrize("task", data_lib.SYNTHETIC_TASKS)
+def test_synthetic_tasks_are_deterministic_by_seed(task):
+    first, first_val = make_synthetic(task, num_examples=128, max_len=10, seed=3)
+    again, again_val = make_synthetic(task, num_examples=128, max_len=10, seed=3)
+    other, _ = make_synthetic(task, num_examples=128, max_len=10, seed=4)
+    np.testing.assert_array_equal(first.ids, again.ids)
+    np.testing.assert_array_equal(first.labels, again.labels)
+    np.testing.assert_array_equal(first_val.ids, again_val.ids)
+    assert not np.array_equal(first.ids, other.ids)
+    # Validation examples are drawn separately from training ones.
+    assert not np.array_equal(first.ids[:64], first_val.ids[:64])
+
+
+@pytest.mark.parametrize("task", data_lib.SYNTHETIC_TASKS)
+def test_synthetic_ids_avoid_padding_and_classes_are_balanced(task):
+    train, _ = make_synthetic(task, num_examples=600, max_len=12, seed=0)
+    assert train.ids.shape == (600, 12) and train.ids.dtype == np.int32
+    assert train.ids.min() >= 1 and train.ids.max() < train.vocab_size
+    counts = np.bincount(train.labels, minlength=train.num_classes)
+    assert counts.min() > 0.5 * 600 / train.num_classes
+
+
+def test_sorted_labels_match_the_definition():
+    train, _ = make_synthetic("sorted", num_examples=400, max_len=9, seed=1)
+    expected = np.all(np.diff(train.ids, axis=1) >= 0, axis=1)
+    np.testing.assert_array_equal(train.labels, expected)
+
+
+def test_sorted_negatives_are_out_of_order_at_varying_positions():
+    train, _ = make_synthetic("sorted", num_examples=400, max_len=9, seed=1)
+    negatives = train.ids[train.labels == 0]
+    first_drop = np.argmax(np.diff(negatives, axis=1) < 0, axis=1)
+    # No fixed position decides the label: the first descent moves around.
+    assert len(set(first_drop.tolist())) >= 6
+
+
+def test_duplicate_labels_match_the_definition():
+    train, _ = make_synthetic("duplicate", num_examples=400, max_len=9, seed=2)
+    expected = [len(set(row)) < 9 for row in train.ids.tolist()]
+    np.testing.assert_array_equal(train.labels, expected)
+
+
+def test_majority_label_is_the_unique_most_frequent_class():
+    train, _ = make_synthetic(
+        "majority", num_examples=300, max_len=9, seed=5, num_classes=3
+    )
+    assert train.num_classes == 3
+    for row, label in zip(train.ids, train.labels):
+        counts = np.bincount(row % 3, minlength=3)
+        assert counts.argmax() == label
+        assert np.sum(counts == counts.max()) == 1
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"task": "reverse"}, r"Received: task='reverse'"),
+        ({"task": "sorted", "max_len": 1}, r"Received: max_len=1"),
+        ({"task": "duplicate", "max_len": 10, "vocab_size": 8}, r"vocab_size=8"),
+        ({"task": "majority", "num_classes": 1}, r"num_classes=1"),
+    ],
+)
+def test_synthetic_bad_arguments_are_named(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        make_synthetic(**kwargs)

@@ -1,0 +1,449 @@
+"""Training data for `tfnorm train`: text-classification files and synthetic tasks.
+
+Two sources produce the same thing, a `Dataset` of int32 token ids (0 is
+padding) with integer labels:
+
+* Text files (`read_examples`): CSV or TSV with a header naming a `text` and a
+  `label` column, or JSON Lines with one `{"text": ..., "label": ...}` object a
+  line. Labels are non-negative integers. Every problem (missing column, bad
+  label, malformed line, no examples at all) raises `DataError` naming the file
+  and line, before any training starts. The texts are turned into ids by a
+  Keras `TextVectorization` layer adapted on the training split only; its
+  vocabulary is saved with the run (`save_vocabulary`) and reloaded on resume
+  so that a token keeps its id.
+* Synthetic tasks (`make_synthetic`): `sorted`, `duplicate` and `majority`,
+  each deterministic by seed and each needing attention over the whole
+  sequence (no single position or local window decides the label).
+
+Example:
+
+>>> train, val = make_synthetic("sorted", num_examples=64, max_len=8, seed=0)
+>>> train.ids.shape, train.num_classes
+((64, 8), 2)
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import os
+
+import numpy as np
+
+#: Synthetic task names accepted by `make_synthetic`.
+SYNTHETIC_TASKS = ("sorted", "duplicate", "majority")
+
+#: File suffixes read as JSON Lines; everything else is CSV, or TSV for ".tsv".
+_JSONL_SUFFIXES = (".jsonl", ".ndjson", ".json")
+
+#: Name of the vocabulary file saved with a run.
+VOCABULARY_FILE = "vocabulary.json"
+
+
+class DataError(ValueError):
+    """A training or validation file cannot be used; says which file and line."""
+
+
+@dataclasses.dataclass
+class Dataset:
+    """Token ids and labels held in memory.
+
+    Attributes:
+        ids: int32 array `[num_examples, max_len]`, 0 = padding.
+        labels: int32 array `[num_examples]`.
+        vocab_size: number of distinct ids (padding and unknown included).
+        num_classes: number of label classes.
+        source: where the examples came from (file path or `task:NAME`).
+    """
+
+    ids: np.ndarray
+    labels: np.ndarray
+    vocab_size: int
+    num_classes: int
+    source: str
+
+    def __len__(self):
+        return int(self.labels.shape[0])
+
+
+# --------------------------------------------------------------------------
+# Text files
+
+
+def read_examples(path):
+    """Reads `(texts, labels)` from a CSV, TSV or JSON Lines file.
+
+    The format follows the suffix: `.tsv` is tab-separated, `.jsonl`,
+    `.ndjson` and `.json` are JSON Lines, anything else is CSV. CSV and TSV
+    files need a header row with `text` and `label` columns (other columns are
+    ignored). Blank lines are skipped.
+
+    Args:
+        path: the file to read.
+
+    Returns:
+        A list of texts and a list of int labels, in file order.
+
+    Raises:
+        DataError: the file is missing, a line is malformed, a column or key
+            is missing, a label is not a non-negative integer, or the file
+            holds no examples. The message names the file and line.
+    """
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise DataError(f"{path}: no such file. Received: path={path!r}")
+    if path.lower().endswith(_JSONL_SUFFIXES):
+        texts, labels = _read_jsonl(path)
+    else:
+        delimiter = "\t" if path.lower().endswith(".tsv") else ","
+        texts, labels = _read_delimited(path, delimiter)
+    if not texts:
+        raise DataError(
+            f"{path}: the file holds no examples (only a header or blank lines); "
+            "an empty dataset cannot be trained on."
+        )
+    return texts, labels
+
+
+def _parse_label(path, line_number, raw):
+    text = str(raw).strip()
+    try:
+        label = int(text)
+    except ValueError:
+        label = None
+    if isinstance(raw, bool) or label is None or label < 0:
+        raise DataError(
+            f"{path}, line {line_number}: the label must be a non-negative "
+            f"integer class id. Received: label={raw!r}"
+        )
+    return label
+
+
+def _read_delimited(path, delimiter):
+    texts, labels = [], []
+    with open(path, newline="", encoding="utf-8") as handle:
+        reader = csv.reader(handle, delimiter=delimiter, strict=True)
+        try:
+            header = next(reader, None)
+            while header is not None and not any(cell.strip() for cell in header):
+                header = next(reader, None)
+            if header is None:
+                raise DataError(
+                    f"{path}: the file is empty; an empty dataset cannot be "
+                    "trained on (expected a header with `text` and `label`)."
+                )
+            names = [cell.strip().lower() for cell in header]
+            for column in ("text", "label"):
+                if column not in names:
+                    raise DataError(
+                        f"{path}, line {reader.line_num}: the header has no "
+                        f"`{column}` column. Received: header={header!r}"
+                    )
+            text_index, label_index = names.index("text"), names.index("label")
+            record_start = reader.line_num + 1
+            for row in reader:
+                line_number = record_start
+                record_start = reader.line_num + 1
+                if not row or not any(cell.strip() for cell in row):
+                    continue
+                if len(row) != len(header):
+                    raise DataError(
+                        f"{path}, line {line_number}: expected {len(header)} "
+                        f"fields like the header, found {len(row)}. "
+                        f"Received: row={row!r}"
+                    )
+                texts.append(row[text_index])
+                labels.append(_parse_label(path, line_number, row[label_index]))
+        except csv.Error as error:
+            raise DataError(
+                f"{path}, line {reader.line_num}: malformed line ({error})."
+            ) from None
+        except UnicodeDecodeError as error:
+            raise DataError(f"{path}: not UTF-8 text ({error}).") from None
+    return texts, labels
+
+
+def _read_jsonl(path):
+    texts, labels = [], []
+    with open(path, encoding="utf-8") as handle:
+        try:
+            for line_number, line in enumerate(handle, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    record = json.loads(line)
+                except ValueError as error:
+                    raise DataError(
+                        f"{path}, line {line_number}: not valid JSON ({error})."
+                    ) from None
+                if not isinstance(record, dict):
+                    raise DataError(
+                        f"{path}, line {line_number}: expected a JSON object "
+                        f"with `text` and `label`. Received: {line.strip()[:80]}"
+                    )
+                for key in ("text", "label"):
+                    if key not in record:
+                        raise DataError(
+                            f"{path}, line {line_number}: the object has no "
+                            f"`{key}` key. Received: keys={sorted(record)}"
+                        )
+                if not isinstance(record["text"], str):
+                    raise DataError(
+                        f"{path}, line {line_number}: `text` must be a string. "
+                        f"Received: text={record['text']!r}"
+                    )
+                texts.append(record["text"])
+                labels.append(_parse_label(path, line_number, record["label"]))
+        except UnicodeDecodeError as error:
+            raise DataError(f"{path}: not UTF-8 text ({error}).") from None
+    return texts, labels
+
+
+def make_vectorizer(max_len, max_tokens=None, vocabulary=None):
+    """A `TextVectorization` layer giving `max_len` int ids per text.
+
+    Args:
+        max_len: output length; longer texts are cut, shorter ones padded
+            with 0.
+        max_tokens: vocabulary size limit including padding and the unknown
+            token, or None for no limit.
+        vocabulary: a saved vocabulary (from `get_vocabulary`) to reuse, or
+            None to adapt the layer later.
+    """
+    from tfnorm._keras import keras
+
+    return keras.layers.TextVectorization(
+        max_tokens=max_tokens,
+        output_mode="int",
+        output_sequence_length=max_len,
+        vocabulary=vocabulary,
+    )
+
+
+def get_vocabulary(vectorizer):
+    """The adapted vocabulary without the padding and unknown tokens, as str."""
+    return [str(token) for token in vectorizer.get_vocabulary()[2:]]
+
+
+def save_vocabulary(vocabulary, directory):
+    """Writes `vocabulary` (a list of tokens) to `directory/vocabulary.json`."""
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, VOCABULARY_FILE)
+    temporary = path + ".tmp"
+    with open(temporary, "w", encoding="utf-8") as handle:
+        json.dump(list(vocabulary), handle, ensure_ascii=False)
+    os.replace(temporary, path)
+    return path
+
+
+def load_vocabulary(directory):
+    """The vocabulary saved in `directory`, or None when there is none."""
+    path = os.path.join(directory, VOCABULARY_FILE)
+    if not os.path.isfile(path):
+        return None
+    with open(path, encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+def vectorize(vectorizer, texts, batch_size=1024):
+    """Token ids `[len(texts), max_len]` (int32) for `texts`."""
+    from tfnorm._keras import tf
+
+    chunks = [
+        np.asarray(vectorizer(tf.constant(texts[start : start + batch_size])))
+        for start in range(0, len(texts), batch_size)
+    ]
+    return np.concatenate(chunks).astype(np.int32)
+
+
+def load_text_data(
+    train_path, val_path=None, max_len=64, max_tokens=20000, vocabulary=None
+):
+    """Reads, checks and vectorises a training file and an optional validation file.
+
+    Both files are read and checked before the vocabulary is adapted, so a
+    malformed validation file fails as fast as a malformed training file.
+
+    Args:
+        train_path: CSV/TSV/JSON Lines training file.
+        val_path: optional validation file in any of those formats.
+        max_len: ids per example.
+        max_tokens: vocabulary size limit (padding and unknown included).
+        vocabulary: a vocabulary saved by an earlier run of the same training
+            (reused instead of adapting, so ids stay stable on resume).
+
+    Returns:
+        `(train, val, vocabulary)`: two `Dataset`s (val may be None) and the
+        vocabulary list to save with the run.
+    """
+    train_texts, train_labels = read_examples(train_path)
+    val_examples = read_examples(val_path) if val_path else None
+    num_classes = max(max(train_labels) + 1, 2)
+    if val_examples is not None:
+        for line_label in val_examples[1]:
+            if line_label >= num_classes:
+                raise DataError(
+                    f"{val_path}: label {line_label} never occurs in the "
+                    f"training file {train_path} (its labels are 0.."
+                    f"{num_classes - 1}). Received: label={line_label}"
+                )
+    if vocabulary is None:
+        vectorizer = make_vectorizer(max_len, max_tokens=max_tokens)
+        from tfnorm._keras import tf
+
+        vectorizer.adapt(tf.data.Dataset.from_tensor_slices(train_texts).batch(256))
+        vocabulary = get_vocabulary(vectorizer)
+    else:
+        vectorizer = make_vectorizer(max_len, vocabulary=list(vocabulary))
+    vocab_size = len(vocabulary) + 2
+
+    def as_dataset(path, texts, labels):
+        return Dataset(
+            ids=vectorize(vectorizer, texts),
+            labels=np.asarray(labels, dtype=np.int32),
+            vocab_size=vocab_size,
+            num_classes=num_classes,
+            source=os.fspath(path),
+        )
+
+    train = as_dataset(train_path, train_texts, train_labels)
+    val = as_dataset(val_path, *val_examples) if val_examples else None
+    return train, val, vocabulary
+
+
+# --------------------------------------------------------------------------
+# Synthetic tasks
+
+
+def make_synthetic(
+    task,
+    num_examples=2048,
+    max_len=16,
+    seed=0,
+    vocab_size=None,
+    num_val_examples=None,
+    num_classes=3,
+):
+    """Training and validation sets for a synthetic task that needs attention.
+
+    * `sorted`: label 1 when the tokens are in non-decreasing order. Half the
+      examples are sorted; the rest are sorted sequences with two positions
+      swapped, so one distant pair decides the label.
+    * `duplicate`: label 1 when some token occurs twice. Negatives hold
+      distinct tokens; positives copy one token to another random position.
+    * `majority`: tokens fall into `num_classes` classes (id modulo
+      `num_classes`); the label is the class holding the most tokens (ties
+      are redrawn), which needs a count over every position.
+
+    Args:
+        task: one of `SYNTHETIC_TASKS`.
+        num_examples: training examples.
+        max_len: tokens per example (no padding).
+        seed: the same seed gives the same examples.
+        vocab_size: ids are drawn from `1 .. vocab_size - 1`; defaults to
+            `max(16, 2 * max_len + 1)`.
+        num_val_examples: validation examples, drawn with another seed;
+            defaults to a quarter of `num_examples` (at least 64).
+        num_classes: label classes for `majority` (2 for the others).
+
+    Returns:
+        `(train, val)` `Dataset`s.
+    """
+    if task not in SYNTHETIC_TASKS:
+        raise ValueError(
+            f"Unknown synthetic task; expected one of {SYNTHETIC_TASKS}. "
+            f"Received: task={task!r}"
+        )
+    if int(max_len) < 2:
+        raise ValueError(f"max_len must be at least 2. Received: max_len={max_len}")
+    if int(num_examples) < 1:
+        raise ValueError(
+            f"num_examples must be positive. Received: num_examples={num_examples}"
+        )
+    vocab_size = int(vocab_size or max(16, 2 * max_len + 1))
+    if task == "duplicate" and vocab_size - 1 < max_len:
+        raise ValueError(
+            "The duplicate task needs vocab_size > max_len so that sequences "
+            f"without repeats exist. Received: vocab_size={vocab_size}, "
+            f"max_len={max_len}"
+        )
+    if task == "majority" and not 2 <= num_classes <= vocab_size - 1:
+        raise ValueError(
+            "majority needs 2 <= num_classes < vocab_size. Received: "
+            f"num_classes={num_classes}, vocab_size={vocab_size}"
+        )
+    if num_val_examples is None:
+        num_val_examples = max(64, num_examples // 4)
+    classes = num_classes if task == "majority" else 2
+    generator = _GENERATORS[task]
+
+    def build(count, stream):
+        rng = np.random.RandomState(_stream_seed(seed, stream))
+        ids, labels = generator(rng, int(count), int(max_len), vocab_size, classes)
+        return Dataset(
+            ids=ids.astype(np.int32),
+            labels=labels.astype(np.int32),
+            vocab_size=vocab_size,
+            num_classes=classes,
+            source=f"task:{task}",
+        )
+
+    return build(num_examples, 0), build(num_val_examples, 1)
+
+
+def _stream_seed(seed, stream):
+    return (int(seed) * 7919 + stream * 104729) % (2**31 - 1)
+
+
+def _sorted_task(rng, count, length, vocab_size, _classes):
+    ids = np.sort(rng.randint(1, vocab_size, size=(count, length)), axis=1)
+    unsorted = rng.rand(count) < 0.5
+    for row in np.nonzero(unsorted)[0]:
+        # Swap two positions holding different tokens: the sequence is then
+        # out of order at exactly that (possibly distant) pair.
+        while ids[row, 0] == ids[row, -1]:
+            ids[row] = np.sort(rng.randint(1, vocab_size, size=length))
+        while True:
+            i, j = sorted(rng.choice(length, 2, replace=False))
+            if ids[row, i] != ids[row, j]:
+                ids[row, i], ids[row, j] = ids[row, j], ids[row, i]
+                break
+    labels = np.all(ids[:, 1:] >= ids[:, :-1], axis=1)
+    return ids, labels
+
+
+def _duplicate_task(rng, count, length, vocab_size, _classes):
+    ids = np.stack(
+        [
+            rng.choice(np.arange(1, vocab_size), length, replace=False)
+            for _ in range(count)
+        ]
+    )
+    positive = rng.rand(count) < 0.5
+    for row in np.nonzero(positive)[0]:
+        source, target = rng.choice(length, 2, replace=False)
+        ids[row, target] = ids[row, source]
+    labels = np.array([len(set(row)) < length for row in ids])
+    return ids, labels
+
+
+def _majority_task(rng, count, length, vocab_size, classes):
+    token_class = np.arange(vocab_size) % classes
+    ids = np.zeros((count, length), dtype=np.int64)
+    labels = np.zeros(count, dtype=np.int64)
+    for row in range(count):
+        while True:
+            candidate = rng.randint(1, vocab_size, size=length)
+            counts = np.bincount(token_class[candidate], minlength=classes)
+            if np.sum(counts == counts.max()) == 1:
+                break
+        ids[row], labels[row] = candidate, int(np.argmax(counts))
+    return ids, labels
+
+
+_GENERATORS = {
+    "sorted": _sorted_task,
+    "duplicate": _duplicate_task,
+    "majority": _majority_task,
+}

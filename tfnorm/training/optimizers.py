@@ -1,0 +1,374 @@
+"""`make_optimizer`: AdamW whose weight decay never touches norms or biases.
+
+Decoupled weight decay (Loshchilov & Hutter, 2019) shrinks every decayed
+variable by `learning_rate * weight_decay` each step. Applied to a
+normalisation layer's gain γ it pulls the gain towards 0 and so rescales
+whole residual branches; applied to β or to biases it only adds noise. Keras's
+own `AdamW` decays every variable unless told otherwise, so forgetting the
+exclusion is silent. tfnorm's `AdamW` excludes them by default.
+"""
+
+from __future__ import annotations
+
+import numbers
+import re
+
+from tfnorm import _keras
+from tfnorm._keras import keras, register_serializable, tf
+from tfnorm.layers import is_norm_layer
+
+OPTIMIZERS = ("adamw", "adam", "sgd")
+DEFAULT_EXCLUDE = ("norm", "bias")
+# Weight names normalisation layers use for their gain and shift (Keras
+# LayerNormalization: gamma/beta; Keras 3 RMSNormalization and tfnorm RMSNorm:
+# scale). Always excluded, whatever the layer is called.
+NORM_WEIGHT_NAMES = ("gamma", "beta", "scale")
+
+# Keras 3 and tf_keras ship AdamW with a per-variable exclusion list; Keras 2.9
+# has none (only Adam), so there the decoupled decay is added to Adam below.
+_CoreAdamW = getattr(keras.optimizers, "AdamW", None)
+
+
+def variable_path(variable) -> str:
+    """A variable's scoped name without ":0" or a replica suffix.
+
+    Keras 3 keeps the layer path in `variable.path` ("block/ln_1/gamma");
+    Keras 2 in the name ("block/ln_1/gamma:0", or ".../gamma/replica_1:0" for
+    a MirroredStrategy component).
+    """
+    path = getattr(variable, "path", None) or variable.name
+    path = re.sub(r":\d+$", "", str(path))
+    return re.sub(r"/replica_\d+$", "", path)
+
+
+def norm_variable_paths(model_or_layers) -> set:
+    """Paths of every variable owned by a normalisation layer in `model_or_layers`.
+
+    A layer counts as a norm when `tfnorm.layers.is_norm_layer` says so (tfnorm's
+    norms, Keras's LayerNormalization and RMSNormalization), whatever its name.
+    """
+    layers = (
+        list(model_or_layers)
+        if isinstance(model_or_layers, (list, tuple))
+        else [model_or_layers]
+    )
+    paths = set()
+    for root in layers:
+        for layer in _all_layers(root):
+            if is_norm_layer(layer):
+                paths.update(variable_path(v) for v in layer.weights)
+    return paths
+
+
+def _all_layers(root):
+    flatten = getattr(root, "_flatten_layers", None)
+    if flatten is not None:
+        return list(flatten(include_self=True, recursive=True))
+    return [root] + [
+        m for m in getattr(root, "submodules", ()) if hasattr(m, "weights")
+    ]
+
+
+class _DecayExclusion:
+    """Decides which variables the decoupled weight decay skips."""
+
+    def _init_exclusion(self, patterns):
+        if isinstance(patterns, str):
+            patterns = (patterns,)
+        self.exclude_patterns = tuple(patterns or ())
+        for pattern in self.exclude_patterns:
+            try:
+                re.compile(pattern)
+            except (re.error, TypeError) as error:
+                raise ValueError(
+                    "`exclude_from_weight_decay` must hold regular expressions. "
+                    f"Received: {pattern!r} ({error})"
+                ) from None
+        self._excluded_paths = set()
+
+    def exclude_variables(self, model_or_layers):
+        """Also skips decay on every variable of the norm layers in `model_or_layers`.
+
+        Call before the first training step. `make_optimizer(model=...)` calls
+        it for you.
+        """
+        self._excluded_paths.update(norm_variable_paths(model_or_layers))
+        return self
+
+    def decays_variable(self, variable) -> bool:
+        """False when `variable` is a norm weight, a bias or matches a pattern.
+
+        The patterns are searched (case-insensitively) in the last two parts
+        of the variable's path, "owning_layer/weight_name", so a Dense kernel
+        inside a block called "pre_norm_block" still decays.
+        """
+        path = variable_path(variable)
+        if path in self._excluded_paths:
+            return False
+        parts = path.split("/")
+        if parts[-1].lower() in NORM_WEIGHT_NAMES:
+            return False
+        local = "/".join(parts[-2:])
+        return not any(
+            re.search(p, local, flags=re.IGNORECASE) for p in self.exclude_patterns
+        )
+
+
+class _ClipAfterAllReduce:
+    """Makes Keras 3 clip the all-reduced gradient, not each replica's share.
+
+    Keras 3 clips inside each replica before summing the replicas' gradients,
+    so under MirroredStrategy `global_clipnorm` bounds every partial gradient
+    rather than the global one and the trajectory differs from one device.
+    Here the gradients are all-reduced first, clipped, then divided by the
+    replica count, so Keras's own all-reduce that follows restores the clipped
+    sum exactly.
+    """
+
+    def _clip_gradients(self, grads):
+        context = tf.distribute.get_replica_context()
+        clips = self.clipnorm or self.global_clipnorm or self.clipvalue
+        if not clips or context is None or context.num_replicas_in_sync == 1:
+            return super()._clip_gradients(grads)
+        present = [g for g in grads if g is not None]
+        summed = iter(context.all_reduce(tf.distribute.ReduceOp.SUM, present))
+        grads = [None if g is None else next(summed) for g in grads]
+        replicas = float(context.num_replicas_in_sync)
+        return [
+            None if g is None else g / replicas for g in super()._clip_gradients(grads)
+        ]
+
+
+class _AggregatesBeforeClipping:
+    """Keras 2 and tf_keras all-reduce before clipping: nothing to correct."""
+
+
+_ClipMixin = (
+    _ClipAfterAllReduce if _keras.CLIPS_BEFORE_ALL_REDUCE else _AggregatesBeforeClipping
+)
+
+
+@register_serializable
+class Adam(_ClipMixin, keras.optimizers.Adam):
+    """`keras.optimizers.Adam` whose clipping acts on the global gradient."""
+
+
+@register_serializable
+class SGD(_ClipMixin, keras.optimizers.SGD):
+    """`keras.optimizers.SGD` whose clipping acts on the global gradient."""
+
+
+if _CoreAdamW is not None:
+
+    @register_serializable
+    class AdamW(_ClipMixin, _DecayExclusion, _CoreAdamW):
+        """Keras's AdamW that skips norm weights and biases by default.
+
+        Args:
+            exclude_from_weight_decay: regular expressions searched in each
+                variable's "owning_layer/weight_name"; matching variables are
+                not decayed. Norm weights named gamma/beta/scale and the
+                variables given to `exclude_variables` are always skipped.
+                Defaults to `("norm", "bias")`.
+            **kwargs: as for `keras.optimizers.AdamW`.
+        """
+
+        def __init__(self, *args, exclude_from_weight_decay=DEFAULT_EXCLUDE, **kwargs):
+            super().__init__(*args, **kwargs)
+            self._init_exclusion(exclude_from_weight_decay)
+
+        def build(self, var_list):
+            if not (getattr(self, "_built", False) or getattr(self, "built", False)):
+                skipped = [v for v in var_list if not self.decays_variable(v)]
+                # The public hook of Keras's AdamW; it must run before build.
+                _CoreAdamW.exclude_from_weight_decay(self, var_list=skipped)
+            super().build(var_list)
+
+        def get_config(self):
+            config = super().get_config()
+            config["exclude_from_weight_decay"] = list(self.exclude_patterns)
+            return config
+
+else:
+
+    @register_serializable
+    class AdamW(_DecayExclusion, keras.optimizers.Adam):
+        """Adam with decoupled weight decay, for Keras versions without AdamW.
+
+        Before each Adam update the variable is shrunk as Keras's AdamW does,
+        `var -= learning_rate * weight_decay * var`, except for the variables
+        `decays_variable` rejects (norm weights, biases, `exclude_from_weight_decay`
+        patterns).
+        """
+
+        def __init__(
+            self,
+            learning_rate=0.001,
+            weight_decay=0.004,
+            beta_1=0.9,
+            beta_2=0.999,
+            epsilon=1e-7,
+            amsgrad=False,
+            exclude_from_weight_decay=DEFAULT_EXCLUDE,
+            name="AdamW",
+            **kwargs,
+        ):
+            super().__init__(
+                learning_rate=learning_rate,
+                beta_1=beta_1,
+                beta_2=beta_2,
+                epsilon=epsilon,
+                amsgrad=amsgrad,
+                name=name,
+                **kwargs,
+            )
+            self._set_hyper("weight_decay", weight_decay)
+            self._init_exclusion(exclude_from_weight_decay)
+
+        @property
+        def weight_decay(self):
+            return self._get_hyper("weight_decay")
+
+        def _decay(self, var, apply_state):
+            if not self.decays_variable(var):
+                return []
+            var_device, var_dtype = var.device, var.dtype.base_dtype
+            coefficients = (apply_state or {}).get(
+                (var_device, var_dtype)
+            ) or self._fallback_apply_state(var_device, var_dtype)
+            weight_decay = self._get_hyper("weight_decay", var_dtype)
+            return [var.assign_sub(var * weight_decay * coefficients["lr_t"])]
+
+        def _resource_apply_dense(self, grad, var, apply_state=None):
+            with tf.control_dependencies(self._decay(var, apply_state)):
+                return super()._resource_apply_dense(grad, var, apply_state)
+
+        def _resource_apply_sparse(self, grad, var, indices, apply_state=None):
+            with tf.control_dependencies(self._decay(var, apply_state)):
+                return super()._resource_apply_sparse(grad, var, indices, apply_state)
+
+        def get_config(self):
+            config = super().get_config()
+            config["weight_decay"] = self._serialize_hyperparameter("weight_decay")
+            config["exclude_from_weight_decay"] = list(self.exclude_patterns)
+            return config
+
+
+def make_optimizer(
+    name="adamw",
+    learning_rate=1e-3,
+    weight_decay=0.01,
+    exclude_from_weight_decay=DEFAULT_EXCLUDE,
+    clipnorm=None,
+    beta_1=0.9,
+    beta_2=0.999,
+    epsilon=1e-8,
+    model=None,
+    **kwargs,
+):
+    """Builds the optimizer `tfnorm train` uses, for any of tfnorm's runtimes.
+
+    `"adamw"` is Adam with decoupled weight decay (Loshchilov & Hutter, 2019)
+    that never decays normalisation gains/shifts or biases: variables whose
+    own name is gamma, beta or scale, whose "owning_layer/weight_name" matches
+    a pattern in `exclude_from_weight_decay` (by default anything in a layer
+    whose name contains "norm", and every "bias"), and, when `model` is given,
+    every variable of a layer for which `tfnorm.layers.is_norm_layer` is true
+    (so a LayerNormalization named "ln_1" or a ScaleNorm named "sn" is
+    skipped too). Pass `model` whenever you have it; without it the decision
+    rests on names only. Call `optimizer.exclude_variables(layer)` later for
+    models built after the optimizer.
+
+    Reference: [Loshchilov & Hutter, 2019, "Decoupled Weight Decay
+    Regularization"](https://arxiv.org/abs/1711.05101).
+
+    ```
+    adamw:  var <- var - lr * weight_decay * var   (decayed variables only)
+            var <- adam_update(var, clip(grad))
+    ```
+
+    Example:
+
+    >>> import tfnorm
+    >>> schedule = tfnorm.training.WarmupSchedule(1e-3, 100, 1000)
+    >>> optimizer = tfnorm.training.make_optimizer("adamw", schedule, clipnorm=1.0)
+
+    Args:
+        name: "adamw", "adam" or "sgd". Defaults to "adamw".
+        learning_rate: a float > 0 or a `LearningRateSchedule` such as
+            `WarmupSchedule`. Defaults to 1e-3.
+        weight_decay: float >= 0, the decoupled decay rate; used by "adamw"
+            only ("adam" and "sgd" do not decay). Defaults to 0.01.
+        exclude_from_weight_decay: regular expressions (case-insensitive)
+            naming variables not to decay, see above. Defaults to
+            `("norm", "bias")`.
+        clipnorm: float > 0 or None; clips the gradients by their global norm
+            (across all variables). Defaults to None (no clipping).
+        beta_1, beta_2, epsilon: Adam's moment decay rates and stabiliser.
+            Defaults to 0.9, 0.999, 1e-8.
+        model: optional Keras model or layer whose norm layers' variables are
+            excluded from decay by ownership.
+        **kwargs: passed to the Keras optimizer (e.g. `momentum=0.9` for sgd).
+
+    Returns:
+        A Keras optimizer.
+    """
+    if name not in OPTIMIZERS:
+        raise ValueError(f"`name` must be one of {OPTIMIZERS}. Received: name={name!r}")
+    _check_learning_rate(learning_rate)
+    if not _is_number(weight_decay) or weight_decay < 0:
+        raise ValueError(
+            "`weight_decay` must be a number >= 0. "
+            f"Received: weight_decay={weight_decay!r}"
+        )
+    if clipnorm is not None and (not _is_number(clipnorm) or clipnorm <= 0):
+        raise ValueError(
+            f"`clipnorm` must be a number > 0 or None. Received: clipnorm={clipnorm!r}"
+        )
+    if clipnorm is not None:
+        kwargs["global_clipnorm"] = float(clipnorm)
+    if name == "sgd":
+        return SGD(learning_rate=learning_rate, **kwargs)
+    adam_kwargs = dict(beta_1=beta_1, beta_2=beta_2, epsilon=epsilon, **kwargs)
+    if name == "adam":
+        return Adam(learning_rate=learning_rate, **adam_kwargs)
+    optimizer = AdamW(
+        learning_rate=learning_rate,
+        weight_decay=float(weight_decay),
+        exclude_from_weight_decay=exclude_from_weight_decay,
+        **adam_kwargs,
+    )
+    if model is not None:
+        optimizer.exclude_variables(model)
+    return optimizer
+
+
+def build_optimizer(optimizer, var_list):
+    """Creates `optimizer`'s slot variables for `var_list` now.
+
+    Custom training loops under a `tf.distribute` strategy should call this
+    inside `strategy.scope()` before the first `strategy.run`: creating the
+    slots lazily inside a replica function fails in some Keras versions.
+    """
+    build = getattr(optimizer, "build", None)
+    if build is not None:
+        build(list(var_list))
+    else:  # Keras 2 OptimizerV2 has no public build.
+        optimizer._create_all_weights(list(var_list))
+    return optimizer
+
+
+def _is_number(value):
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def _check_learning_rate(learning_rate):
+    if isinstance(learning_rate, keras.optimizers.schedules.LearningRateSchedule):
+        return
+    if callable(learning_rate):
+        return
+    if not _is_number(learning_rate) or not learning_rate > 0:
+        raise ValueError(
+            "`learning_rate` must be a number > 0 or a LearningRateSchedule. "
+            f"Received: learning_rate={learning_rate!r}"
+        )
