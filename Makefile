@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
 PYTEST_ARGS ?= -x -q
 
-.PHONY: venv test test-legacy test-tf29 test-compat lint format bench demo system-deps clean
+.PHONY: venv test test-slow test-legacy test-tf29 test-compat lint format bench demo system-deps clean
 
 $(INSTALLED): setup.cfg pyproject.toml tools/constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +22,10 @@ system-deps:
 
 test: venv
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# Long runs (full literature checks, long training) deselected from `make test`.
+test-slow: venv
+	$(PY) -m pytest -q -m slow
 
 test-legacy: venv
 	TF_USE_LEGACY_KERAS=1 $(PY) -m pytest $(PYTEST_ARGS)
@@ -43,8 +47,13 @@ format: venv
 bench: venv
 	$(PY) bench/norms.py
 
+# The Post-LN vs Pre-LN warm-up experiment at its small default (a few
+# minutes on 2 CPU cores); prints where the table, plot and TensorBoard logs are.
+# COMPARE_ARGS passes extra flags (e.g. a smaller size).
+DEMO_DIR ?= runs/compare
+COMPARE_ARGS ?=
 demo: venv
-	$(VENV)/bin/tfnorm info
+	$(VENV)/bin/tfnorm compare --output-dir $(DEMO_DIR) $(COMPARE_ARGS)
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info

@@ -58,7 +58,12 @@ def mixed_policy():
 
 @pytest.fixture
 def two_device_strategy():
-    return tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    # Reduce on one device: the default collective all-reduce keys its
+    # instances per process, and in tf_keras a second strategy after a model
+    # of another size fails with "Shape mismatch in the collective".
+    return tf.distribute.MirroredStrategy(
+        ["/cpu:0", "/cpu:1"], cross_device_ops=tf.distribute.ReductionToOneDevice()
+    )
 
 
 def run_python(code, cwd=None, timeout=300, env=None):

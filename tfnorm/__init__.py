@@ -8,16 +8,33 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
+# A missing or too old TensorFlow must give one clear error before any
+# submodule imports it.
 from tfnorm._tf_check import check_tensorflow as _check_tensorflow
 
 _check_tensorflow()
 
-from tfnorm import _keras  # noqa: E402,F401
-from tfnorm.layers import (  # noqa: E402
-    LayerNormalization,
-    RMSNorm,
-    ScaleNorm,
-    get_norm,
+# Submodules imported so `tfnorm.callbacks` / `tfnorm.training` are reachable
+# and everything they register deserialises after a plain `import tfnorm`.
+from tfnorm import _keras, callbacks, training
+from tfnorm.layers import LayerNormalization, RMSNorm, ScaleNorm, get_norm
+from tfnorm.models import (
+    TransformerEncoderBlock,
+    build_classifier,
+    build_encoder,
+    encoder_layer,
 )
 
-__all__ = ["LayerNormalization", "RMSNorm", "ScaleNorm", "get_norm", "__version__"]
+__all__ = [
+    "LayerNormalization",
+    "RMSNorm",
+    "ScaleNorm",
+    "TransformerEncoderBlock",
+    "__version__",
+    "build_classifier",
+    "build_encoder",
+    "callbacks",
+    "encoder_layer",
+    "get_norm",
+    "training",
+]

@@ -103,6 +103,14 @@ def global_policy_name() -> str:
     return keras.mixed_precision.global_policy().name
 
 
+#: Keras 3's optimizers clip gradients (clipnorm/global_clipnorm/clipvalue)
+#: inside each replica *before* the cross-replica all-reduce, so under
+#: MirroredStrategy they clip each replica's partial gradient instead of the
+#: global one. Keras 2 and tf_keras aggregate first. tfnorm's optimizers
+#: (tfnorm.training.optimizers) correct for it where this is True.
+CLIPS_BEFORE_ALL_REDUCE = IS_KERAS_3
+
+
 def loss_scale_optimizer(optimizer):
     """Wraps `optimizer` in dynamic loss scaling (needed for float16 training)."""
     if IS_KERAS_3:
@@ -210,6 +218,8 @@ def build_attention(attention, query_shape, value_shape):
                 if not dense.built:
                     with tf.name_scope(dense.name):
                         dense.build(shape)
+        # Keras 2.9 marks the layer built only in its first `__call__`.
+        attention.built = True
 
 
 def model_path(path_without_suffix, save_format):

@@ -7,7 +7,8 @@
 #
 # The root is cached outside the clone ($TFNORM_CACHE, default
 # ~/.cache/tfnorm) so later runs reuse it; it is rebuilt when missing.
-# Everything mounted is unmounted on exit, even when CMD fails.
+# Everything mounted is unmounted on exit, even when CMD fails; each run has
+# its own mount namespace, so several runs may share the root at once.
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -89,16 +90,29 @@ ensure() {
 }
 
 run() {
-    # One run at a time: runs share the root's mount points.
-    mkdir -p "$cache"
-    exec 9>"$cache/tf29-root.lock"
-    flock 9
-    ensure
+    # Building or updating the root happens under a lock; the run itself
+    # does not need one: it gets a private mount namespace, so concurrent
+    # runs do not see each other's mounts, and the kernel drops every mount
+    # made in it when the run ends, however it ends (even on SIGKILL).
+    (
+        exec 9>"$cache/tf29-root.lock"
+        flock 9
+        ensure
+    )
+    exec unshare --mount --propagation private "$0" _run_in_namespace "$@"
+}
+
+run_in_namespace() {
     mount_system
     bind "$repo" "$root/src"
     # A non-editable copy would shadow /src; an editable install puts the
-    # `tfnorm` console script on PATH and imports from /src.
-    in_root /bin/sh -c 'cd /src && pip install -q --no-deps --no-build-isolation -e . >/dev/null'
+    # `tfnorm` console script on PATH and imports from /src. It writes into
+    # the root's venv, hence the lock.
+    (
+        exec 9>"$cache/tf29-root.lock"
+        flock 9
+        in_root /bin/sh -c 'cd /src && pip install -q --no-deps --no-build-isolation -e . >/dev/null'
+    )
     in_root /bin/sh -c 'cd /src && exec "$@"' run "$@"
 }
 
@@ -111,7 +125,12 @@ case "${1:-}" in
         ;;
     run)
         shift
+        mkdir -p "$cache"
         run "$@"
+        ;;
+    _run_in_namespace)
+        shift
+        run_in_namespace "$@"
         ;;
     *)
         echo "usage: $0 ensure | run CMD..." >&2

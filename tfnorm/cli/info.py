@@ -31,10 +31,8 @@ def collect():
 
 
 def _strategy_choice():
-    try:
-        from tfnorm import distribute
-    except ImportError:  # the distribute module arrives with the training issue
-        return "default (tfnorm.distribute not available)"
+    from tfnorm import distribute
+
     try:
         return distribute.describe_choice()
     except ValueError as error:  # e.g. a malformed TF_CONFIG

@@ -11,7 +11,7 @@ import argparse
 import importlib
 import sys
 
-SUBCOMMANDS = ("tfnorm.cli.info",)
+SUBCOMMANDS = ("tfnorm.cli.info", "tfnorm.cli.train", "tfnorm.cli.compare")
 
 
 def build_parser():
