@@ -44,8 +44,12 @@ format: venv
 	$(PY) -m ruff check --fix .
 	$(PY) -m ruff format .
 
+# Ratios against Keras's built-ins and keras-hub (the `bench` extra); see
+# docs/benchmarks.md for the recorded figures.
 bench: venv
+	$(PY) -m pip install -q -c tools/constraints.txt -e ".[bench]"
 	$(PY) bench/norms.py
+	$(PY) bench/encoder.py
 
 # The Post-LN vs Pre-LN warm-up experiment at its small default (a few
 # minutes on 2 CPU cores); prints where the table, plot and TensorBoard logs are.
