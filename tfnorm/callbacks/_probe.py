@@ -448,6 +448,24 @@ class PeriodicCallback(keras.callbacks.Callback):
         raise NotImplementedError
 
 
+class SummaryCallback(PeriodicCallback):
+    """A periodic callback whose `log(step)` writes to `self._writer`
+    (a `SummaryWriter` its subclass creates)."""
+
+    def log(self, step):
+        raise NotImplementedError
+
+    def _periodic(self, step):
+        self.log(step)
+
+    def on_train_end(self, logs=None):
+        self._writer.flush()
+
+    def close(self):
+        """Closes the event file (a later `log` opens a new one)."""
+        self._writer.close()
+
+
 def require_model(callback):
     model = getattr(callback, "model", None)
     if model is None:

@@ -8,7 +8,7 @@ from tfnorm._keras import keras, tf
 from tfnorm.callbacks import _probe
 
 
-class GradientNormCallback(_probe.PeriodicCallback):
+class GradientNormCallback(_probe.SummaryCallback):
     """Writes each trainable layer's gradient norm on a probe batch to TensorBoard.
 
     Every `every_n_steps` training steps and at the end of every epoch, the
@@ -144,16 +144,6 @@ class GradientNormCallback(_probe.PeriodicCallback):
             step, scalars={f"{path}/grad_norm": value for path, value in norms.items()}
         )
         return norms
-
-    def _periodic(self, step):
-        self.log(step)
-
-    def on_train_end(self, logs=None):
-        self._writer.flush()
-
-    def close(self):
-        """Closes the event file (a later `log` opens a new one)."""
-        self._writer.close()
 
 
 def _dense_float32(gradient, variable):

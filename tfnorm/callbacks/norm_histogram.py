@@ -7,7 +7,7 @@ import warnings
 from tfnorm.callbacks import _probe
 
 
-class NormHistogramCallback(_probe.PeriodicCallback):
+class NormHistogramCallback(_probe.SummaryCallback):
     """Writes histograms of norm layers' outputs (and inputs) to TensorBoard.
 
     Keras's `TensorBoard(histogram_freq=...)` records weights only. This
@@ -142,13 +142,3 @@ class NormHistogramCallback(_probe.PeriodicCallback):
                     scalars[f"{tag}/{name}"] = stats[name]
         self._writer.write(step, histograms, scalars)
         return results
-
-    def _periodic(self, step):
-        self.log(step)
-
-    def on_train_end(self, logs=None):
-        self._writer.flush()
-
-    def close(self):
-        """Closes the event file (a later `log` opens a new one)."""
-        self._writer.close()

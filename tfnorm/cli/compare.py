@@ -60,28 +60,12 @@ def add_parser(subparsers):
     parser.set_defaults(func=run)
 
 
-# The library's defaults (tfnorm.training.compare.DEFAULTS), repeated here only
-# for --help, which must not import TensorFlow; a test keeps them equal.
-HELP_DEFAULTS = {
-    "num_layers": 6,
-    "d_model": 32,
-    "num_heads": 4,
-    "dff": 128,
-    "vocab_size": 10,
-    "seq_len": 12,
-    "batch_size": 32,
-    "steps": 300,
-    "learning_rate": 1e-2,
-    "warmup_steps": 300,
-    "seeds": (0, 1, 2),
-    "norm": "layer",
-    "eval_size": 512,
-    "eval_every": 10,
-}
-
-
 def _with_default(flag, text):
-    value = HELP_DEFAULTS[flag[2:].replace("-", "_")]
+    # Importing any tfnorm module imports TensorFlow already (tfnorm/__init__),
+    # so --help reads the library's own defaults.
+    from tfnorm.training.compare import DEFAULTS
+
+    value = DEFAULTS[flag[2:].replace("-", "_")]
     if isinstance(value, tuple):
         value = " ".join(str(v) for v in value)
     return f"{text} (default: {value})"
