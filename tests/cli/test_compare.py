@@ -73,9 +73,8 @@ def test_compare_writes_the_results_and_prints_where_they_are(tmp_path, capsys):
     assert config["learning_rate"] == compare.DEFAULTS["learning_rate"]
 
 
-# Slow: a fresh TensorFlow process via make (the in-process test above covers
-# the command itself). Run with `make test-slow`.
-@pytest.mark.slow
+# `make demo` as the README gives it, at a tiny size (CI also runs it at its
+# default size).
 @pytest.mark.skipif(
     shutil.which("make") is None
     or not os.path.exists(os.path.join(REPO, ".venv", "bin", "python")),
