@@ -56,13 +56,11 @@ def test_last_layer_gradient_shrinks_with_depth_for_pre_ln_only():
     assert_depth_effect(depth_profiles(seed=0, sizes=TINY))
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_depth_effect_at_paper_like_width(seed):
     assert_depth_effect(depth_profiles(seed=seed, sizes=PAPER_LIKE))
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_twelve_layer_profiles(seed):
     pre = ffn_gradient_norms_at_init(12, "pre", seed=seed, **PAPER_LIKE)
