@@ -72,25 +72,13 @@ def _with_default(flag, text):
 
 
 def _options(args):
-    names = (
-        "num_layers",
-        "d_model",
-        "num_heads",
-        "dff",
-        "vocab_size",
-        "seq_len",
-        "batch_size",
-        "steps",
-        "learning_rate",
-        "warmup_steps",
-        "norm",
-        "eval_size",
-        "eval_every",
-        "seeds",
-        "jit_compile",
-    )
+    """The library options the user set on the command line (None = unset)."""
+    from tfnorm.training.compare import DEFAULTS
+
     return {
-        name: getattr(args, name) for name in names if getattr(args, name) is not None
+        name: getattr(args, name)
+        for name in DEFAULTS
+        if getattr(args, name, None) is not None
     }
 
 
