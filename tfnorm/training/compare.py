@@ -328,17 +328,17 @@ def markdown_table(rows, steps):
 
 def plot(runs, rows, path, smooth=10, chance=None):
     """Writes the figure: loss curves, accuracy curves, per-layer gradients at init."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    # A bare Figure, not pyplot: the global backend (e.g. a notebook's inline
+    # one) stays as the caller set it.
     import matplotlib.ticker
+    from matplotlib.figure import Figure
 
     colours = {}
     palette = ["#d62728", "#ff7f0e", "#1f77b4", "#2ca02c"]
     for index, row in enumerate(rows):
         colours[row["variant"]] = palette[index % len(palette)]
-    figure, (loss_ax, acc_ax, grad_ax) = plt.subplots(1, 3, figsize=(16, 4.6))
+    figure = Figure(figsize=(16, 4.6))
+    loss_ax, acc_ax, grad_ax = figure.subplots(1, 3)
     for run in runs:
         colour = colours[run["variant"]]
         losses = np.asarray(run["losses"])
@@ -407,7 +407,6 @@ def plot(runs, rows, path, smooth=10, chance=None):
         ax.legend(fontsize=8)
     figure.tight_layout()
     figure.savefig(path, dpi=110)
-    plt.close(figure)
 
 
 def run_comparison(output_dir, log=print, **overrides):

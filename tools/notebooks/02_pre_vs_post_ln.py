@@ -139,9 +139,6 @@ result = compare.run_comparison(
     learning_rate=LEARNING_RATE,
     seeds=SEEDS,
 )
-# run_comparison renders its PNG with matplotlib's file backend; switch the
-# notebook back to inline figures.
-# %matplotlib inline
 print(f"trained {len(result['runs'])} runs in {time.time() - started:.0f} s")
 display(Markdown(open(result["paths"]["markdown"]).read()))
 
