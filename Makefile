@@ -41,7 +41,7 @@ test-compat:
 lint: venv
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
-	$(PY) -m vermin --no-tips --violations --eval-annotations -t=3.8- tfnorm
+	$(VENV)/bin/vermin --no-tips --violations --eval-annotations -t=3.8- tfnorm
 
 format: venv
 	$(PY) -m ruff check --fix .
