@@ -8,11 +8,8 @@ from tfnorm._keras import Layer, add_weight, keras, tf
 
 
 def _validate_epsilon(epsilon):
-    if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)):
-        raise ValueError(
-            f"`epsilon` must be a positive finite number. Received: epsilon={epsilon!r}"
-        )
-    if not math.isfinite(epsilon) or epsilon <= 0:
+    is_number = isinstance(epsilon, (int, float)) and not isinstance(epsilon, bool)
+    if not is_number or not math.isfinite(epsilon) or epsilon <= 0:
         raise ValueError(
             f"`epsilon` must be a positive finite number. Received: epsilon={epsilon!r}"
         )
