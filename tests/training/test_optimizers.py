@@ -183,8 +183,10 @@ def test_adamw_config_round_trip():
     [
         ({"name": "lamb"}, "name='lamb'"),
         ({"learning_rate": 0}, "learning_rate=0"),
+        ({"learning_rate": float("inf")}, "learning_rate=inf"),
         ({"weight_decay": -0.1}, "weight_decay=-0.1"),
         ({"clipnorm": 0.0}, "clipnorm=0.0"),
+        ({"clipnorm": float("nan")}, "clipnorm=nan"),
         ({"exclude_from_weight_decay": ("[",)}, r"Received: '\['"),
     ],
 )

@@ -8,6 +8,7 @@ import warnings
 
 import numpy as np
 
+from tfnorm._checks import is_real
 from tfnorm.callbacks import _probe
 
 ON_PROBLEM_CHOICES = ("warn", "stop", "raise")
@@ -96,12 +97,7 @@ class NormHealthMonitor(_probe.PeriodicCallback):
                 f"`on_problem` must be one of {ON_PROBLEM_CHOICES}. "
                 f"Received: on_problem={on_problem!r}"
             )
-        if (
-            isinstance(variance_floor, bool)
-            or not isinstance(variance_floor, (int, float))
-            or not math.isfinite(variance_floor)
-            or variance_floor < 0
-        ):
+        if not is_real(variance_floor) or variance_floor < 0:
             raise ValueError(
                 "`variance_floor` must be a finite number >= 0. "
                 f"Received: variance_floor={variance_floor!r}"

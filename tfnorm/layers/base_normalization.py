@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import math
-
+from tfnorm._checks import is_real
 from tfnorm._keras import Layer, add_weight, keras, tf
 
 
 def _validate_epsilon(epsilon):
-    is_number = isinstance(epsilon, (int, float)) and not isinstance(epsilon, bool)
-    if not is_number or not math.isfinite(epsilon) or epsilon <= 0:
+    if not is_real(epsilon) or epsilon <= 0:
         raise ValueError(
             f"`epsilon` must be a positive finite number. Received: epsilon={epsilon!r}"
         )

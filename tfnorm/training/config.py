@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
-import numbers
 import os
 
+from tfnorm._checks import is_int, is_real
 from tfnorm.training.data import SYNTHETIC_TASKS
 
 MIXED_PRECISION_MODES = ("float32", "float16", "bfloat16")
@@ -270,21 +269,9 @@ def load_config_file(path):
     return values
 
 
-def _is_int(value):
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-
-def _is_real(value):
-    return (
-        isinstance(value, numbers.Real)
-        and not isinstance(value, bool)
-        and math.isfinite(value)
-    )
-
-
 def _positive_int(config, key):
     value = getattr(config, key)
-    if not _is_int(value) or value < 1:
+    if not is_int(value) or value < 1:
         raise ConfigError(
             key, f"{key} must be an integer >= 1. Received: {key}={value!r}"
         )
@@ -292,7 +279,7 @@ def _positive_int(config, key):
 
 def _non_negative_int(config, key):
     value = getattr(config, key)
-    if not _is_int(value) or value < 0:
+    if not is_int(value) or value < 0:
         raise ConfigError(
             key, f"{key} must be an integer >= 0. Received: {key}={value!r}"
         )
@@ -300,14 +287,14 @@ def _non_negative_int(config, key):
 
 def _positive_float(config, key):
     value = getattr(config, key)
-    if not _is_real(value) or value <= 0:
+    if not is_real(value) or value <= 0:
         raise ConfigError(key, f"{key} must be a number > 0. Received: {key}={value!r}")
     setattr(config, key, float(value))
 
 
 def _non_negative_float(config, key):
     value = getattr(config, key)
-    if not _is_real(value) or value < 0:
+    if not is_real(value) or value < 0:
         raise ConfigError(
             key, f"{key} must be a number >= 0. Received: {key}={value!r}"
         )

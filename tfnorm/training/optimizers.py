@@ -10,10 +10,10 @@ exclusion is silent. tfnorm's `AdamW` excludes them by default.
 
 from __future__ import annotations
 
-import numbers
 import re
 
 from tfnorm import _keras
+from tfnorm._checks import is_real
 from tfnorm._keras import keras, register_serializable, tf
 from tfnorm.layers import is_norm_layer
 
@@ -316,12 +316,12 @@ def make_optimizer(
     if name not in OPTIMIZERS:
         raise ValueError(f"`name` must be one of {OPTIMIZERS}. Received: name={name!r}")
     _check_learning_rate(learning_rate)
-    if not _is_number(weight_decay) or weight_decay < 0:
+    if not is_real(weight_decay) or weight_decay < 0:
         raise ValueError(
             "`weight_decay` must be a number >= 0. "
             f"Received: weight_decay={weight_decay!r}"
         )
-    if clipnorm is not None and (not _is_number(clipnorm) or clipnorm <= 0):
+    if clipnorm is not None and (not is_real(clipnorm) or clipnorm <= 0):
         raise ValueError(
             f"`clipnorm` must be a number > 0 or None. Received: clipnorm={clipnorm!r}"
         )
@@ -358,16 +358,12 @@ def build_optimizer(optimizer, var_list):
     return optimizer
 
 
-def _is_number(value):
-    return isinstance(value, numbers.Real) and not isinstance(value, bool)
-
-
 def _check_learning_rate(learning_rate):
     if isinstance(learning_rate, keras.optimizers.schedules.LearningRateSchedule):
         return
     if callable(learning_rate):
         return
-    if not _is_number(learning_rate) or not learning_rate > 0:
+    if not is_real(learning_rate) or not learning_rate > 0:
         raise ValueError(
             "`learning_rate` must be a number > 0 or a LearningRateSchedule. "
             f"Received: learning_rate={learning_rate!r}"

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import math
-import numbers
 
+from tfnorm._checks import is_int, is_real
 from tfnorm._keras import keras, register_serializable, tf
 
 DECAYS = ("cosine", "linear", "inverse_sqrt", "constant")
@@ -73,11 +73,11 @@ class WarmupSchedule(keras.optimizers.schedules.LearningRateSchedule):
             raise ValueError(
                 f"`decay` must be one of {DECAYS}. Received: decay={decay!r}"
             )
-        if not _is_real(peak_lr) or not peak_lr > 0:
+        if not is_real(peak_lr) or not peak_lr > 0:
             raise ValueError(
                 f"`peak_lr` must be a number > 0. Received: peak_lr={peak_lr!r}"
             )
-        if not _is_int(warmup_steps) or warmup_steps < 0:
+        if not is_int(warmup_steps) or warmup_steps < 0:
             raise ValueError(
                 "`warmup_steps` must be an integer >= 0. "
                 f"Received: warmup_steps={warmup_steps!r}"
@@ -87,7 +87,7 @@ class WarmupSchedule(keras.optimizers.schedules.LearningRateSchedule):
                 raise ValueError(
                     f'decay="{decay}" needs `total_steps`. Received: total_steps=None'
                 )
-        elif not _is_int(total_steps) or total_steps < 1:
+        elif not is_int(total_steps) or total_steps < 1:
             raise ValueError(
                 "`total_steps` must be an integer >= 1. "
                 f"Received: total_steps={total_steps!r}"
@@ -97,7 +97,7 @@ class WarmupSchedule(keras.optimizers.schedules.LearningRateSchedule):
                 "`total_steps` must be >= `warmup_steps`. Received: "
                 f"total_steps={total_steps}, warmup_steps={warmup_steps}"
             )
-        if not _is_real(final_lr) or not 0 <= final_lr <= peak_lr:
+        if not is_real(final_lr) or not 0 <= final_lr <= peak_lr:
             raise ValueError(
                 f"`final_lr` must be a number in [0, peak_lr={peak_lr}]. "
                 f"Received: final_lr={final_lr!r}"
@@ -141,15 +141,3 @@ class WarmupSchedule(keras.optimizers.schedules.LearningRateSchedule):
             "final_lr": self.final_lr,
             "name": self.name,
         }
-
-
-def _is_int(value):
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-
-def _is_real(value):
-    return (
-        isinstance(value, numbers.Real)
-        and not isinstance(value, bool)
-        and math.isfinite(value)
-    )
