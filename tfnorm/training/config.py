@@ -13,14 +13,17 @@ import json
 import os
 
 from tfnorm._checks import is_int, is_real
+from tfnorm.distribute import KINDS as STRATEGIES
+from tfnorm.models.encoder_block import NORM_POSITIONS
+from tfnorm.models.text_layers import POOLINGS
 from tfnorm.training.data import SYNTHETIC_TASKS
+from tfnorm.training.optimizers import OPTIMIZERS
+from tfnorm.training.precision import MODES
+from tfnorm.training.schedules import DECAYS
 
-MIXED_PRECISION_MODES = ("float32", "float16", "bfloat16")
-STRATEGIES = ("auto", "default", "one_device", "mirrored", "multi_worker")
-NORM_POSITIONS = ("pre", "post", "sandwich", "deepnorm")
-OPTIMIZERS = ("adamw", "adam", "sgd")
-DECAYS = ("cosine", "linear", "inverse_sqrt", "constant")
-POOLINGS = ("mean", "cls")
+# The choices each setting accepts, from the modules that implement them (the
+# CLI's --help lists these). The config always names a precision mode.
+MIXED_PRECISION_MODES = tuple(mode for mode in MODES if mode is not None)
 
 # Settings that fix the shapes of the checkpointed variables or the meaning of
 # the saved data position: a resumed run must agree with its checkpoint on all.
