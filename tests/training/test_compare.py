@@ -153,6 +153,24 @@ def test_plot_is_a_png_with_three_panels(tiny_result):
     assert len(np.unique(image.reshape(-1, image.shape[-1]), axis=0)) > 50
 
 
+def test_variant_settings_choose_the_runs(tmp_path):
+    settings = [("sandwich", 0), ("deepnorm", 0), ("deepnorm", 2)]
+    result = compare.run_comparison(
+        str(tmp_path), variant_settings=settings, log=lambda line: None, **TINY
+    )
+    assert [row["variant"] for row in result["table"]] == [
+        "sandwich-LN, no warm-up",
+        "deepnorm-LN, no warm-up",
+        "deepnorm-LN, warm-up 2",
+    ]
+    assert [(r["norm_position"], r["warmup_steps"]) for r in result["runs"]] == (
+        settings
+    )
+    assert all(len(r["losses"]) == TINY["steps"] for r in result["runs"])
+    assert os.path.isfile(result["paths"]["plot"])
+    assert len(os.listdir(result["paths"]["tensorboard"])) == len(settings)
+
+
 @pytest.mark.parametrize(
     "overrides, message",
     [
@@ -160,6 +178,12 @@ def test_plot_is_a_png_with_three_panels(tiny_result):
         ({"warmup_steps": 0}, "warmup_steps=0"),
         ({"steps": 0}, "steps=0"),
         ({"seeds": ()}, r"seeds=\[\]"),
+        (
+            {"variant_settings": [("middle", 0)]},
+            r"variant_settings=\[\('middle', 0\)\]",
+        ),
+        ({"variant_settings": [("pre", -1)]}, r"variant_settings=\[\('pre', -1\)\]"),
+        ({"variant_settings": []}, r"variant_settings=\[\]"),
     ],
 )
 def test_invalid_options_are_named(tmp_path, overrides, message):

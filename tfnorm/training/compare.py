@@ -32,7 +32,9 @@ import time
 
 import numpy as np
 
+from tfnorm._checks import is_int
 from tfnorm._keras import keras, tf
+from tfnorm.models.encoder_block import NORM_POSITIONS
 from tfnorm.training.optimizers import build_optimizer, make_optimizer, variable_path
 from tfnorm.training.schedules import WarmupSchedule
 
@@ -63,15 +65,21 @@ DEFAULTS = {
 POSITIONS = ("post", "pre")
 
 
-def variants(warmup_steps):
-    """The four runs per seed: (name, norm_position, warmup_steps)."""
+def variants(warmup_steps, settings=None):
+    """The runs per seed as (name, norm_position, warmup_steps).
+
+    `settings` is a list of (norm_position, warmup_steps) pairs; by default
+    each of `POSITIONS` without warm-up and with `warmup_steps` of it.
+    """
+    if settings is None:
+        settings = [(p, s) for p in POSITIONS for s in (0, warmup_steps)]
     return [
-        (f"{position}-LN, {label}", position, steps)
-        for position in POSITIONS
-        for label, steps in (
-            ("no warm-up", 0),
-            (f"warm-up {warmup_steps}", warmup_steps),
+        (
+            f"{position}-LN, {f'warm-up {steps}' if steps else 'no warm-up'}",
+            position,
+            steps,
         )
+        for position, steps in settings
     ]
 
 
@@ -375,14 +383,18 @@ def plot(runs, rows, path, smooth=10, chance=None):
     acc_ax.set(
         title="eval token accuracy", xlabel="step", ylabel="accuracy", ylim=(0, 1.02)
     )
-    for position, colour in (("post", palette[0]), ("pre", palette[2])):
+    # Weights at initialisation do not depend on the warm-up: one curve per
+    # position, from its runs without warm-up.
+    for row in rows:
+        if row["warmup_steps"]:
+            continue
+        position = row["norm_position"]
         init = [
             r["init_layer_gradient_norms"]
             for r in runs
-            if r["norm_position"] == position and r["warmup_steps"] == 0
+            if r["variant"] == row["variant"]
         ]
-        if not init:
-            continue
+        colour = colours[row["variant"]]
         init = np.asarray(init)
         layers = np.arange(1, init.shape[1] + 1)
         for seed_norms in init:
@@ -409,12 +421,32 @@ def plot(runs, rows, path, smooth=10, chance=None):
     figure.savefig(path, dpi=110)
 
 
-def run_comparison(output_dir, log=print, **overrides):
+def _check_variant_settings(settings):
+    if settings is None:
+        return
+    valid = bool(settings) and all(
+        isinstance(pair, (list, tuple))
+        and len(pair) == 2
+        and pair[0] in NORM_POSITIONS
+        and is_int(pair[1])
+        and pair[1] >= 0
+        for pair in settings
+    )
+    if not valid:
+        raise ValueError(
+            "`variant_settings` must be a non-empty list of (norm_position, "
+            f"warmup_steps) pairs, norm_position one of {NORM_POSITIONS} and "
+            f"warmup_steps an integer >= 0. Received: variant_settings={settings!r}"
+        )
+
+
+def run_comparison(output_dir, log=print, variant_settings=None, **overrides):
     """Runs the Post-LN vs Pre-LN experiment and writes its results.
 
     Every combination of Post-LN/Pre-LN and no warm-up/`warmup_steps` warm-up
-    is trained for each seed on the "reverse" task with a constant learning
-    rate after the (optional) linear warm-up.
+    (or the variants `variant_settings` names) is trained for each seed on the
+    "reverse" task with a constant learning rate after the (optional) linear
+    warm-up.
 
     Writes into `output_dir`:
 
@@ -436,6 +468,9 @@ def run_comparison(output_dir, log=print, **overrides):
         output_dir: directory to write into (created if needed).
         log: function called with one progress line at a time. Defaults to
             `print`.
+        variant_settings: list of `(norm_position, warmup_steps)` pairs to
+            train instead of the default four, e.g.
+            `[("sandwich", 0), ("deepnorm", 0)]`.
         **overrides: any key of `DEFAULTS`: `num_layers`, `d_model`,
             `num_heads`, `dff`, `vocab_size`, `seq_len`, `batch_size`,
             `steps`, `learning_rate` (peak), `warmup_steps`, `seeds`, `norm`
@@ -476,6 +511,7 @@ def run_comparison(output_dir, log=print, **overrides):
             "`warmup_steps` must be >= 1: the experiment compares with and "
             f"without warm-up. Received: warmup_steps={cfg['warmup_steps']!r}"
         )
+    _check_variant_settings(variant_settings)
     os.makedirs(output_dir, exist_ok=True)
     logdir = os.path.join(output_dir, "tensorboard")
     eval_data = reverse_task(
@@ -484,14 +520,14 @@ def run_comparison(output_dir, log=print, **overrides):
         cfg["seq_len"],
         cfg["vocab_size"],
     )
-    names = variants(cfg["warmup_steps"])
+    names = variants(cfg["warmup_steps"], variant_settings)
     log(
         f"Post-LN vs Pre-LN on the reverse task: {cfg['num_layers']} layers, "
         f"d_model {cfg['d_model']}, {cfg['steps']} steps, peak lr "
         f"{cfg['learning_rate']}, seeds {cfg['seeds']}"
     )
     runs = []
-    for position in POSITIONS:
+    for position in dict.fromkeys(p for _, p, _ in names):
         trainer = _Trainer(position, cfg)
         for seed in cfg["seeds"]:
             for name, warmup in [(n, w) for n, p, w in names if p == position]:

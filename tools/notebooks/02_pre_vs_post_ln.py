@@ -54,7 +54,6 @@ import tfnorm
 from tfnorm.models.gradients import ffn_gradient_norms_at_init
 from tfnorm.training import compare
 
-keras = tf.keras
 POSITIONS = ("post", "pre", "sandwich", "deepnorm")
 COLOURS = {
     "post": "#d62728",
@@ -146,96 +145,24 @@ display(Markdown(open(result["paths"]["markdown"]).read()))
 # ### Sandwich-LN and DeepNorm
 #
 # The same model, task and optimizer (Adam, β₂ = 0.98, no gradient clipping — clipping
-# would hide the instability we are looking for), trained here with a short loop of
-# our own, without warm-up: the two positions were proposed to make deep stacks
-# train stably, so without warm-up they should behave like Pre-LN rather than
-# like Post-LN.
-
+# would hide the instability we are looking for), without warm-up only:
+# `variant_settings` picks the (norm position, warm-up steps) pairs to train. The
+# two positions were proposed to make deep stacks train stably, so without warm-up
+# they should behave like Pre-LN rather than like Post-LN.
 
 # %%
-def loss_fn(targets, logits):
-    return tf.reduce_mean(
-        tf.nn.sparse_softmax_cross_entropy_with_logits(
-            targets, tf.cast(logits, tf.float32)
-        )
-    )
-
-
-def train_without_warmup(position, seed):
-    cfg = result["config"]
-    keras.backend.clear_session()
-    keras.utils.set_random_seed(seed)
-    model, _ = compare.build_model(
-        cfg["num_layers"],
-        cfg["d_model"],
-        cfg["num_heads"],
-        cfg["dff"],
-        cfg["vocab_size"],
-        cfg["seq_len"],
-        norm=cfg["norm"],
-        norm_position=position,
-        epsilon=cfg["epsilon"],
-    )
-    optimizer = tfnorm.training.make_optimizer(
-        "adam", cfg["learning_rate"], beta_2=0.98, epsilon=1e-9
-    )
-
-    @tf.function(jit_compile=cfg["jit_compile"])
-    def train_step(tokens, targets):
-        with tf.GradientTape() as tape:
-            loss = loss_fn(targets, model(tokens, training=True))
-        grads = tape.gradient(loss, model.trainable_variables)
-        optimizer.apply_gradients(zip(grads, model.trainable_variables))
-        return loss
-
-    @tf.function
-    def token_accuracy(tokens, targets):
-        predicted = tf.argmax(model(tokens, training=False), -1, output_type=tf.int32)
-        return tf.reduce_mean(tf.cast(tf.equal(predicted, targets), tf.float32))
-
-    eval_tokens, eval_targets = compare.reverse_task(
-        np.random.default_rng(12_345),
-        cfg["eval_size"],
-        cfg["seq_len"],
-        cfg["vocab_size"],
-    )
-    rng = np.random.default_rng(10_000 + seed)
-    losses, eval_steps, accuracy = [], [], []
-    for step in range(1, cfg["steps"] + 1):
-        tokens, targets = compare.reverse_task(
-            rng, cfg["batch_size"], cfg["seq_len"], cfg["vocab_size"]
-        )
-        losses.append(float(train_step(tf.constant(tokens), tf.constant(targets))))
-        if step % cfg["eval_every"] == 0 or step == cfg["steps"]:
-            eval_steps.append(step)
-            accuracy.append(
-                float(
-                    token_accuracy(tf.constant(eval_tokens), tf.constant(eval_targets))
-                )
-            )
-    return {
-        "variant": f"{position}, no warm-up",
-        "norm_position": position,
-        "warmup_steps": 0,
-        "seed": seed,
-        "losses": losses,
-        "eval_steps": eval_steps,
-        "eval_accuracy": accuracy,
-    }
-
-
 started = time.time()
-extra_runs = [
-    train_without_warmup(position, seed)
-    for position in ("sandwich", "deepnorm")
-    for seed in SEEDS
-]
+extra = compare.run_comparison(
+    os.path.join(OUTPUT_DIR, "sandwich_deepnorm"),
+    variant_settings=[("sandwich", 0), ("deepnorm", 0)],
+    num_layers=NUM_LAYERS,
+    steps=STEPS,
+    learning_rate=LEARNING_RATE,
+    seeds=SEEDS,
+)
+extra_runs = extra["runs"]
 print(f"trained {len(extra_runs)} runs in {time.time() - started:.0f} s")
-for run in extra_runs:
-    print(
-        f"{run['variant']:22s} seed {run['seed']}: final token accuracy "
-        f"{run['eval_accuracy'][-1]:.3f}, best {max(run['eval_accuracy']):.3f}"
-    )
+display(Markdown(open(extra["paths"]["markdown"]).read()))
 
 # %% [markdown]
 # ### The curves
