@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 
+from tfnorm._checks import is_int
 from tfnorm._keras import tf
 
 KINDS = ("auto", "default", "one_device", "mirrored", "multi_worker")
@@ -82,7 +83,7 @@ def parse_tf_config(text):
             f"{sorted(cluster)}. Received: type={task_type!r}"
         )
     index = task.get("index", 0)
-    if not isinstance(index, int) or isinstance(index, bool):
+    if not is_int(index):
         raise ValueError(
             f"TF_CONFIG task index must be an integer. Received: index={index!r}"
         )

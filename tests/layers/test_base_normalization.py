@@ -3,6 +3,7 @@ dynamic shapes, masking), run once per layer class."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -35,6 +36,17 @@ def test_duplicate_axes_are_rejected(cls, axis):
 def test_axis_of_wrong_type_is_rejected(cls, axis):
     with pytest.raises(TypeError, match=r"`axis` must be an int"):
         cls(axis=axis)
+
+
+@norm_classes
+@pytest.mark.parametrize("axis", [np.int64(-1), [np.int32(1), np.int64(2)]])
+def test_numpy_integer_axes_are_stored_as_python_ints(cls, axis):
+    # A NumPy scalar in get_config() would not survive JSON serialisation.
+    stored = cls(axis=axis).get_config()["axis"]
+    assert stored == ([1, 2] if isinstance(axis, list) else -1)
+    values = stored if isinstance(stored, list) else [stored]
+    assert all(type(a) is int for a in values), [type(a) for a in values]
+    json.dumps(stored)
 
 
 @norm_classes

@@ -16,6 +16,7 @@ import math
 
 import numpy as np
 
+from tfnorm._checks import is_int
 from tfnorm._keras import keras, tf
 from tfnorm.layers import RMSNorm, ScaleNorm, is_norm_layer
 
@@ -375,16 +376,12 @@ class SummaryWriter:
 
 
 def validate_every_n_steps(every_n_steps):
-    if (
-        isinstance(every_n_steps, bool)
-        or not isinstance(every_n_steps, int)
-        or every_n_steps < 1
-    ):
+    if not is_int(every_n_steps) or every_n_steps < 1:
         raise ValueError(
             "`every_n_steps` must be a positive int. "
             f"Received: every_n_steps={every_n_steps!r}"
         )
-    return every_n_steps
+    return int(every_n_steps)
 
 
 class PeriodicCallback(keras.callbacks.Callback):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import warnings
 
+from tfnorm._checks import is_int
 from tfnorm.callbacks import _probe
 
 
@@ -86,11 +87,7 @@ class NormHistogramCallback(_probe.SummaryCallback):
                 f"`record` must be a non-empty subset of {_probe.RECORDABLE}. "
                 f"Received: record={record!r}"
             )
-        if max_values is not None and (
-            isinstance(max_values, bool)
-            or not isinstance(max_values, int)
-            or max_values < 1
-        ):
+        if max_values is not None and (not is_int(max_values) or max_values < 1):
             raise ValueError(
                 "`max_values` must be a positive int or None. "
                 f"Received: max_values={max_values!r}"
@@ -99,7 +96,7 @@ class NormHistogramCallback(_probe.SummaryCallback):
         self.batches = _probe.as_batches(data)
         self.layers = layers
         self.record = record
-        self.max_values = max_values
+        self.max_values = None if max_values is None else int(max_values)
         self.buckets = buckets
         self._probe = None
         self._writer = _probe.SummaryWriter(self.log_dir, buckets=buckets)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tfnorm._checks import is_real
+from tfnorm._checks import is_int, is_real
 from tfnorm._keras import Layer, add_weight, keras, tf
 
 
@@ -19,14 +19,14 @@ def _validate_axis_type(axis):
         values = list(axis)
     else:
         values = [axis]
-    if not values or any(isinstance(a, bool) or not isinstance(a, int) for a in values):
+    if not values or not all(is_int(a) for a in values):
         raise TypeError(
             "`axis` must be an int or a non-empty list of ints. "
             f"Received: axis={axis!r}"
         )
     # Stored as given (an int stays an int, negatives stay negative) so a
     # saved config is not tied to the rank of the input it was built on.
-    return list(axis) if isinstance(axis, (list, tuple)) else axis
+    return [int(a) for a in values] if isinstance(axis, (list, tuple)) else int(axis)
 
 
 class BaseNormalization(Layer):

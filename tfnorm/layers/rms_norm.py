@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import math
 
+from tfnorm._checks import is_real
 from tfnorm._keras import register_serializable
 from tfnorm.layers import _ops
 from tfnorm.layers.base_normalization import AffineNormalization
@@ -88,11 +89,7 @@ class RMSNorm(AffineNormalization):
             beta_initializer=beta_initializer,
             **kwargs,
         )
-        if partial is not None and (
-            isinstance(partial, bool)
-            or not isinstance(partial, (int, float))
-            or not 0.0 < partial <= 1.0
-        ):
+        if partial is not None and (not is_real(partial) or not 0.0 < partial <= 1.0):
             raise ValueError(
                 f"`partial` must be a float in (0, 1] or None. Received: partial={partial!r}"
             )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from tfnorm._checks import is_int, is_real
 from tfnorm._keras import (
     Layer,
     build_attention,
@@ -17,19 +18,15 @@ NORM_POSITIONS = ("post", "pre", "sandwich", "deepnorm")
 
 
 def _validate_positive_int(name, value):
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+    if not is_int(value) or value <= 0:
         raise ValueError(
             f"`{name}` must be a positive integer. Received: {name}={value!r}"
         )
-    return value
+    return int(value)
 
 
 def _validate_rate(name, value):
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not 0.0 <= value < 1.0
-    ):
+    if not is_real(value) or not 0.0 <= value < 1.0:
         raise ValueError(
             f"`{name}` must be a number in [0, 1). Received: {name}={value!r}"
         )
