@@ -132,7 +132,11 @@ def _loss(targets, logits):
 
 
 def layer_gradient_norms(model, encoder, tokens, targets):
-    """Gradient norm of each block's feed-forward weights (Xiong et al.'s quantity).
+    """Gradient norm of each block's feed-forward weights, per block.
+
+    All the FFN's weights of a block together (both kernels and biases) in
+    the trained model; `tfnorm.models.gradients.ffn_gradient_norms_at_init` measures
+    Xiong et al.'s exact quantity (the second FFN kernel) on a bare encoder.
 
     Returns:
         A list with one float per encoder block, bottom block first.
