@@ -64,12 +64,15 @@ SESSION_ENV_NAMES = (
     "LANG",
     "LC_ALL",
     "TZ",
+    # Where SSH logins start (/etc/profile.d/tfnorm-session-env.sh).
+    "TFNORM_WORKSPACE",
 )
 SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSW|AUTHORIZED_KEYS|PRIVATE", re.IGNORECASE)
 # Variables only the entrypoint may read: children (JupyterLab, its kernels,
 # commands) never see them.
 ENTRYPOINT_ONLY = ("JUPYTER_TOKEN", "SSH_AUTHORIZED_KEYS")
 HOST_KEY_TYPES = ("ed25519", "ecdsa")
+WORKSPACE_FOLDERS = ("notebooks", "data", "runs")
 
 
 def log(message):
@@ -84,6 +87,10 @@ class Settings:
         get = environ.get
         self.user = get("TFNORM_USER", "tfnorm")
         self.workspace = get("TFNORM_WORKSPACE", "/workspace")
+        # Bind mounts of the host's folders (docker-compose.yml).
+        self.workspace_mounts = [
+            os.path.join(self.workspace, name) for name in WORKSPACE_FOLDERS
+        ]
         self.runtime_dir = get("TFNORM_RUNTIME_DIR", "/run/tfnorm")
         self.host_key_dir = get("TFNORM_SSH_HOST_KEY_DIR", "/var/lib/tfnorm/ssh")
         self.authorized_keys_file = get(
@@ -150,7 +157,14 @@ def _seconds(value):
 
 
 def drop_privileges(settings):
-    """Started as root: hand our directories to the user and become the user."""
+    """Started as root: prepare our directories, then become the user for good.
+
+    Everything here runs as root inside directories the workload user can
+    write (the host-key volume, the runtime directory, the workspace), so
+    nothing follows a symbolic link and nothing but a directory itself ever
+    changes owner: a link planted by the user (`ln -s /etc/shadow
+    <host-key-dir>/x`) must never hand a root file to that user.
+    """
     try:
         account = pwd.getpwnam(settings.user)
     except KeyError:
@@ -164,15 +178,85 @@ def drop_privileges(settings):
             f"non-root user. Received: TFNORM_USER={settings.user!r}"
         )
     for directory in (settings.runtime_dir, settings.host_key_dir):
-        os.makedirs(directory, exist_ok=True)
-        for root, _dirs, files in os.walk(directory):
-            for path in [root] + [os.path.join(root, f) for f in files]:
-                os.chown(path, account.pw_uid, account.pw_gid)
-        os.chmod(directory, 0o700)
+        _own_directory(directory, account, 0o700)
+    for directory in settings.workspace_mounts:
+        _claim_engine_created_mount(directory, account)
     os.initgroups(account.pw_name, account.pw_gid)
     os.setgid(account.pw_gid)
     os.setuid(account.pw_uid)
     log(f"dropped root privileges: running as {account.pw_name} ({account.pw_uid})")
+
+
+def _open_directory(path):
+    """A descriptor of `path` if it is a real directory (never via a link)."""
+    try:
+        return os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+
+
+def _own_directory(path, account, mode):
+    """The directory itself belongs to the user with `mode`; its entries are
+    left alone (the user created them)."""
+    os.makedirs(path, exist_ok=True)
+    descriptor = _open_directory(path)
+    if descriptor is None:
+        raise SystemExit(
+            f"{path} is not a directory (a symbolic link?); remove it and restart"
+        )
+    try:
+        if os.fstat(descriptor).st_uid != account.pw_uid:
+            os.fchown(descriptor, account.pw_uid, account.pw_gid)
+        os.fchmod(descriptor, mode)
+    finally:
+        os.close(descriptor)
+
+
+def _claim_engine_created_mount(path, account):
+    """Hands an empty, root-owned mount point to the user.
+
+    Docker and Podman create a missing bind-mount source (`./runs` in a fresh
+    clone) as an empty root-owned directory, which the user could not write.
+    Only that case is changed: a directory with contents belongs to someone
+    on the host, and `warn_unwritable_mounts` says how to fix it.
+    """
+    descriptor = _open_directory(path)
+    if descriptor is None:
+        return
+    try:
+        info = os.fstat(descriptor)
+        if info.st_uid != 0 or os.listdir(descriptor) or _read_only(descriptor):
+            return
+        os.fchown(descriptor, account.pw_uid, account.pw_gid)
+        log(f"{path}: empty and owned by root; handed to {account.pw_name}")
+    finally:
+        os.close(descriptor)
+
+
+def _read_only(descriptor):
+    return bool(os.fstatvfs(descriptor).f_flag & os.ST_RDONLY)
+
+
+def warn_unwritable_mounts(settings):
+    """Says in the log which workspace folder the user cannot write, and the fix."""
+    account = current_account()
+    for path in settings.workspace_mounts:
+        descriptor = _open_directory(path)
+        if descriptor is None:
+            continue
+        try:
+            if _read_only(descriptor) or os.access(path, os.W_OK):
+                continue
+            owner = os.fstat(descriptor).st_uid
+        finally:
+            os.close(descriptor)
+        log(
+            f"WARNING: {path} is not writable by {account.pw_name} (uid "
+            f"{account.pw_uid}); it belongs to uid {owner}. Fix on the host: "
+            f"`sudo chown -R {account.pw_uid}:{account.pw_gid}` on the folder "
+            f"mounted there, or set TFNORM_UID={owner} (and TFNORM_GID) in .env "
+            "and `docker compose build` (see README, troubleshooting)"
+        )
 
 
 def current_account():
@@ -562,6 +646,7 @@ def main(argv=None):
             f"running as {current_account().pw_name}, not TFNORM_USER="
             f"{settings.user}; continuing as the current user"
         )
+    warn_unwritable_mounts(settings)
     env = child_environment(account_environment(os.environ))
     if argv and argv[0] != "lab":
         # tensorboard, a worker, a shell: the command replaces this process so

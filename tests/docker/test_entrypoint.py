@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import pathlib
 import pwd
 import re
 import secrets
@@ -405,6 +406,86 @@ def test_a_command_replaces_the_services_and_runs_as_the_user(user):
     # The command took the entrypoint's place (exec), so tini's signals reach
     # it directly rather than a supervisor in between.
     assert lines[-1] == f"pid={process.pid}"
+
+
+def run_command_as_root(user, workspace, command="id -un"):
+    """The entrypoint started as root (`docker run -u 0`) with a command."""
+    result = subprocess.run(
+        [sys.executable, os.path.join(REPO, "docker", "entrypoint.py")]
+        + ["sh", "-c", command],
+        env={
+            "PATH": "/usr/bin:/bin",
+            "TFNORM_USER": user.name,
+            "TFNORM_WORKSPACE": workspace,
+            "TFNORM_RUNTIME_DIR": os.path.join(user.base, "run"),
+            "TFNORM_SSH_HOST_KEY_DIR": os.path.join(user.base, "hostkeys"),
+        },
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    return result
+
+
+def test_a_root_start_never_hands_a_linked_file_to_the_user(user, tmp_path):
+    """The attack: from a shell of the user, plant links to a root-only file in
+    the directories a root start prepares, then wait for the next start."""
+    secret = tmp_path / "shadow"
+    secret.write_text("root only\n")
+    os.chmod(secret, 0o600)
+    os.chmod(tmp_path, 0o755)
+    planted = []
+    for directory in ("hostkeys", "run"):
+        folder = os.path.join(user.base, directory)
+        os.makedirs(folder, exist_ok=True)
+        os.chown(folder, user.uid, user.gid)
+        planted.append(os.path.join(folder, "x"))
+    nested = os.path.join(user.base, "hostkeys", "sub")
+    os.makedirs(nested, exist_ok=True)
+    planted.append(os.path.join(nested, "y"))
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    planted.append(str(workspace / "runs"))  # a mount point replaced by a link
+    for link in planted:
+        if os.path.lexists(link):
+            os.remove(link)
+        os.symlink(secret, link)
+        os.lchown(link, user.uid, user.gid)
+    try:
+        assert run_command_as_root(user, str(workspace)).stdout.strip() == user.name
+        info = os.stat(secret)
+        assert (info.st_uid, info.st_gid, info.st_mode & 0o777) == (0, 0, 0o600)
+        assert secret.read_text() == "root only\n"
+    finally:
+        for link in planted:
+            os.remove(link)
+
+
+def test_a_root_start_hands_over_only_empty_engine_created_mounts(user):
+    """A fresh clone has no runs/ or data/: the engine creates them empty and
+    root-owned. Those become the user's; a folder with contents is left as
+    it is, and the log says how to fix it."""
+    # Under the user's base folder: the user must reach it (tmp_path is not).
+    workspace = pathlib.Path(tempfile.mkdtemp(dir=user.base)) / "workspace"
+    for name in ("notebooks", "data", "runs"):
+        (workspace / name).mkdir(parents=True)
+    (workspace / "notebooks" / "mine.ipynb").write_text("{}")
+    for folder in (workspace.parent, workspace, workspace / "notebooks"):
+        os.chmod(folder, 0o755)
+    result = run_command_as_root(
+        user, str(workspace), f"touch {workspace}/runs/r {workspace}/data/d"
+    )
+    assert os.stat(workspace / "runs").st_uid == user.uid
+    assert os.stat(workspace / "data").st_uid == user.uid
+    assert os.stat(workspace / "runs" / "r").st_uid == user.uid
+    assert os.stat(workspace / "notebooks").st_uid == 0
+    assert os.stat(workspace / "notebooks" / "mine.ipynb").st_uid == 0
+    warning = [line for line in result.stderr.splitlines() if "WARNING" in line]
+    assert len(warning) == 1, result.stderr
+    assert str(workspace / "notebooks") in warning[0]
+    assert f"chown -R {user.uid}:{user.gid}" in warning[0]
+    assert "TFNORM_UID=0" in warning[0]
 
 
 def test_jupyterlab_answers_with_the_token_and_refuses_without(lab):
