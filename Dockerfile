@@ -15,18 +15,24 @@ FROM ${BASE_IMAGE}
 ARG TFNORM_USER=tfnorm
 ARG TFNORM_UID=1000
 ARG TFNORM_GID=1000
-# JupyterLab 4.2 is the last release line that supports Python 3.8.
+# JupyterLab 4.2 is the last release line that supports Python 3.8. Notebook
+# 7.2 is its companion: the base's classic Notebook 6 crashes once JupyterLab
+# brings a newer traitlets, and `jupyter notebook` is a habit of that image.
 ARG JUPYTERLAB_SPEC="jupyterlab>=4.2,<4.3"
+ARG NOTEBOOK_SPEC="notebook>=7.2,<7.3"
 
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 
-# The base image still lists NVIDIA's apt repositories, whose signing key was
-# rotated in 2022: `apt-get update` fails until they are removed; Ubuntu's own
-# packages are all this image needs. Versions are the distribution's (not
-# pinned: the base release fixes them). The host keys openssh-server's install
-# generates are deleted: each container makes its own at first start.
+# The base image still lists NVIDIA's apt repositories (cuda.list,
+# tensorRT.list, ...), whose signing keys were rotated in 2022: `apt-get
+# update` fails while any of them is present, so every list that names NVIDIA
+# goes, whatever its file name. Ubuntu's own packages are all this image
+# needs. Versions are the distribution's (not pinned: the base release fixes
+# them). The host keys openssh-server's install generates are deleted: each
+# container makes its own at first start.
 # hadolint ignore=DL3008
-RUN rm -f /etc/apt/sources.list.d/cuda*.list /etc/apt/sources.list.d/nvidia*.list \
+RUN find /etc/apt/sources.list.d -type f \( -iname '*cuda*' -o -iname '*nvidia*' \
+        -o -iname '*tensorrt*' -o -exec grep -qi nvidia {} \; \) -print -delete \
     && apt-get update \
     && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
         curl openssh-server tini tmux \
@@ -37,16 +43,18 @@ RUN rm -f /etc/apt/sources.list.d/cuda*.list /etc/apt/sources.list.d/nvidia*.lis
 # installed versions become constraints, so pip fails instead of reinstalling,
 # upgrading or downgrading TensorFlow, Keras, TensorBoard, NumPy or protobuf,
 # and `pip check` fails the build on any inconsistency. The base's pip (held
-# below 20.3 in the 2.9 image) is replaced by one with the dependency resolver.
+# below 20.3 in the 2.9 image) is replaced by one with the dependency
+# resolver, but older than 24.1: from 24.1 pip refuses to work at all beside
+# a package with invalid metadata, and the 2.9 image ships one (bleach 5.0.0).
 COPY setup.cfg pyproject.toml README.md /opt/tfnorm/src/
 COPY tfnorm /opt/tfnorm/src/tfnorm
 RUN python3 -m pip freeze \
         | grep -iE '^(tensorflow[a-z0-9_.-]*|tf[-_][a-z0-9_.-]+|keras[a-z0-9_.-]*|tensorboard[a-z0-9_.-]*|numpy|protobuf|h5py)==' \
         > /opt/tfnorm/tf-stack-constraints.txt \
     && grep -iqE '^tensorflow' /opt/tfnorm/tf-stack-constraints.txt \
-    && python3 -m pip install --no-cache-dir -c /opt/tfnorm/tf-stack-constraints.txt "pip>=21.3,<25" \
+    && python3 -m pip install --no-cache-dir -c /opt/tfnorm/tf-stack-constraints.txt "pip>=21.3,<24.1" \
     && python3 -m pip install --no-cache-dir -c /opt/tfnorm/tf-stack-constraints.txt \
-        "${JUPYTERLAB_SPEC}" /opt/tfnorm/src \
+        "${JUPYTERLAB_SPEC}" "${NOTEBOOK_SPEC}" /opt/tfnorm/src \
     && python3 -m pip check
 
 # The non-root user that runs everything and owns /workspace. Its UID/GID

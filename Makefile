@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
 PYTEST_ARGS ?= -x -q
 
-.PHONY: venv test test-slow test-legacy test-tf29 test-compat lint format bench demo system-deps clean
+.PHONY: venv test test-container test-slow test-legacy test-tf29 test-compat lint format bench demo system-deps clean
 
 $(INSTALLED): setup.cfg pyproject.toml tools/constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +22,12 @@ system-deps:
 
 test: venv
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# The container built and run for real (root): a private rootful Podman engine
+# with Compose v2, stand-ins for TensorFlow's GPU Jupyter images, the README's
+# workflow end to end. See README, "Testing the container without Docker".
+test-container: venv
+	tools/container/engine.sh run $(PY) -m pytest -p no:cacheprovider -q -m container tests/container
 
 # Long runs (full literature checks, long training) deselected from `make test`.
 test-slow: venv

@@ -6,3 +6,10 @@ if [ -r /run/tfnorm/session-env.sh ]; then
     # shellcheck source=/dev/null
     . /run/tfnorm/session-env.sh
 fi
+# An SSH login starts where JupyterLab and TensorBoard see the files: relative
+# paths (`--logdir runs/...`) then land in the mounted runs/ on the host, not
+# in a home directory that `docker compose down` throws away.
+if [ -n "${SSH_CONNECTION:-}" ] && [ "$PWD" = "$HOME" ] &&
+    [ -d "${TFNORM_WORKSPACE:-/workspace}" ]; then
+    cd "${TFNORM_WORKSPACE:-/workspace}" || true
+fi

@@ -1,0 +1,70 @@
+"""The real container check: `make test-container` (root, Podman, Compose v2).
+
+These tests build the image on stand-ins for TensorFlow's GPU Jupyter images
+and run the README's workflow against it. They are marked `container`, which
+`make test` deselects; `make test-container` runs them inside
+tools/container/engine.sh, which provides the engine (DOCKER_HOST).
+
+At the end pytest prints a table of every check and the time of each phase.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+_checks = []
+_phases = []
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if str(item.fspath).startswith(HERE + os.sep):
+            item.add_marker(pytest.mark.container)
+
+
+def pytest_runtest_logreport(report):
+    if not str(report.fspath).startswith(os.path.relpath(HERE)) and not str(
+        report.fspath
+    ).startswith(HERE):
+        return
+    if report.when == "call" or (report.when == "setup" and not report.passed):
+        _checks.append((report.nodeid.split("::")[-1], report.outcome, report.duration))
+
+
+@contextlib.contextmanager
+def phase(name):
+    """Times one phase of the run for the closing table."""
+    start = time.monotonic()
+    try:
+        yield
+    finally:
+        _phases.append((name, time.monotonic() - start))
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not _checks and not _phases:
+        return
+    write = terminalreporter.write_line
+    terminalreporter.section("container checks")
+    width = max(len(name) for name, _, _ in _checks) if _checks else 10
+    for name, outcome, duration in _checks:
+        write(f"  {name:<{width}}  {outcome:<7}  {duration:7.1f}s")
+    terminalreporter.section("container phases")
+    width = max(len(name) for name, _ in _phases) if _phases else 10
+    for name, seconds in _phases:
+        write(f"  {name:<{width}}  {seconds:7.1f}s")
+
+
+@pytest.fixture(scope="session")
+def engine():
+    if os.geteuid() != 0 or not os.environ.get("DOCKER_HOST"):
+        pytest.fail(
+            "run through `make test-container` (as root): it starts the private "
+            "Podman engine these tests drive"
+        )
+    return os.environ["DOCKER_HOST"]

