@@ -5,6 +5,17 @@ from tfnorm.layers import _ops
 from tfnorm.layers.base_normalization import AffineNormalization
 
 
+def _check_rms_scaling(rms_scaling):
+    if rms_scaling:
+        raise ValueError(
+            "tfnorm.LayerNormalization has no `rms_scaling` mode; use "
+            "tfnorm.RMSNorm for root-mean-square normalisation. (Keras's "
+            "deprecated `rms_scaling=True` divides by the standard deviation "
+            "without centring, which is neither.) "
+            f"Received: rms_scaling={rms_scaling!r}"
+        )
+
+
 @register_serializable
 class LayerNormalization(AffineNormalization):
     """Layer normalization (Ba et al., 2016), a drop-in for Keras's own.
@@ -64,7 +75,7 @@ class LayerNormalization(AffineNormalization):
     def __init__(
         self,
         axis=-1,
-        epsilon=1e-5,
+        epsilon=1e-3,
         center=True,
         scale=True,
         beta_initializer="zeros",
@@ -75,6 +86,8 @@ class LayerNormalization(AffineNormalization):
         gamma_constraint=None,
         **kwargs,
     ):
+        # Keras 3 writes `rms_scaling` into every config; False is a no-op.
+        _check_rms_scaling(kwargs.pop("rms_scaling", False))
         super().__init__(
             axis=axis,
             epsilon=epsilon,
@@ -89,6 +102,12 @@ class LayerNormalization(AffineNormalization):
             **kwargs,
         )
 
-    def _normalize(self, x):
-        gamma, beta = self._gamma_beta(x.dtype)
-        return _ops.layer_norm(x, gamma, beta, self._axes, self.epsilon)
+    @classmethod
+    def from_config(cls, config):
+        # Checked here too: Keras's `from_config` rewraps constructor errors.
+        _check_rms_scaling(config.get("rms_scaling", False))
+        return super().from_config(config)
+
+    def _normalize(self, x, positive):
+        gamma, beta = self._gamma_beta(x, positive)
+        return _ops.layer_norm(x, gamma, beta, sorted(positive), self.epsilon)
