@@ -181,16 +181,9 @@ class BaseNormalization(Layer):
 
     def _call_ragged(self, inputs, positive):
         # Each row of a ragged dim is its own example; the statistics are
-        # then over the uniform inner dims, which the flat values hold.
-        ragged_rank = inputs.ragged_rank
-        if min(positive) <= ragged_rank:
-            raise ValueError(
-                f"{type(self).__name__} normalises a ragged input only over "
-                f"its uniform inner dims (after dim {ragged_rank}). "
-                f"Received: axis={plain_axis(self.axis)!r} for an input of "
-                f"shape {inputs.shape}"
-            )
-        flat = [p - ragged_rank for p in positive]
+        # over the uniform inner dims, which the flat values hold. (`build`
+        # has rejected an `axis` naming a ragged dim: its size is unknown.)
+        flat = [p - inputs.ragged_rank for p in positive]
         return inputs.with_flat_values(self._apply(inputs.flat_values, flat))
 
     def _normalize(self, x, positive):
