@@ -149,6 +149,32 @@ def portable_layer_config(config):
     return dict(config, dtype=name) if isinstance(name, str) else config
 
 
+def is_graph_model(layer):
+    """True for Sequential and functional models (those `clone_model` can
+    rebuild layer by layer), False for subclassed models and plain layers.
+
+    Keras 3 gives functional models their own class; Keras 2 marks them (and
+    Sequential models) with `_is_graph_network`.
+    """
+    if isinstance(layer, keras.Sequential):
+        return True
+    if IS_KERAS_3:
+        from keras.src.models.functional import Functional
+
+        return isinstance(layer, Functional)
+    return bool(getattr(layer, "_is_graph_network", False))
+
+
+def keras_rms_normalization():
+    """Keras's own RMSNormalization class (Keras >= 3.9), or None."""
+    return getattr(keras.layers, "RMSNormalization", None)
+
+
+def sublayers(layer):
+    """Every layer nested in `layer`, at any depth (not `layer` itself)."""
+    return list(layer._flatten_layers(include_self=False))
+
+
 def set_global_policy(name):
     """Sets the global mixed-precision policy (e.g. "mixed_float16")."""
     keras.mixed_precision.set_global_policy(name)
