@@ -57,6 +57,8 @@ class RMSNorm(AffineNormalization):
             `"zeros"`.
         gamma_regularizer, beta_regularizer, gamma_constraint,
             beta_constraint: optional regularizers and constraints.
+        weight_layout: `"keras"` or `"axis_order"`, as in
+            `tfnorm.LayerNormalization`. Defaults to `"keras"`.
         **kwargs: base layer arguments (`name`, `dtype`, `trainable`).
 
     Call arguments:
