@@ -47,7 +47,7 @@ class LayerNormalization(AffineNormalization):
     >>> layer = tfnorm.LayerNormalization()
     >>> y = layer(np.array([[1.0, 2.0, 3.0]], "float32"))
     >>> [round(float(v), 3) for v in y[0]]
-    [-1.225, 0.0, 1.225]
+    [-1.224, 0.0, 1.224]
 
     Args:
         axis: int or list of ints. The axes to normalise over, usually the
