@@ -258,88 +258,45 @@ def test_config_of_this_runtime_keras_layer_loads():
     assert ours.beta_regularizer is not None and ours.gamma_constraint is not None
 
 
+def _serialized(module, class_name, config=None):
+    """An object as Keras 3 and tf_keras serialise it."""
+    return {
+        "module": module,
+        "class_name": class_name,
+        "config": config or {},
+        "registered_name": None,
+    }
+
+
 # Configs as each Keras generation writes them (`get_config()` of an unbuilt
 # LayerNormalization with these settings).
 KERAS3_CONFIG = {
     "name": "ln",
     "trainable": True,
-    "dtype": {
-        "module": "keras",
-        "class_name": "DTypePolicy",
-        "config": {"name": "mixed_bfloat16"},
-        "registered_name": None,
-    },
+    "dtype": _serialized("keras", "DTypePolicy", {"name": "mixed_bfloat16"}),
     "axis": [-2, -1],
     "epsilon": 1e-06,
     "center": False,
     "scale": True,
     "rms_scaling": False,
-    "beta_initializer": {
-        "module": "keras.initializers",
-        "class_name": "Zeros",
-        "config": {},
-        "registered_name": None,
-    },
-    "gamma_initializer": {
-        "module": "keras.initializers",
-        "class_name": "Ones",
-        "config": {},
-        "registered_name": None,
-    },
+    "beta_initializer": _serialized("keras.initializers", "Zeros"),
+    "gamma_initializer": _serialized("keras.initializers", "Ones"),
     "beta_regularizer": None,
-    "gamma_regularizer": {
-        "module": "keras.regularizers",
-        "class_name": "L2",
-        "config": {"l2": 0.01},
-        "registered_name": None,
-    },
-    "beta_constraint": {
-        "module": "keras.constraints",
-        "class_name": "NonNeg",
-        "config": {},
-        "registered_name": None,
-    },
+    "gamma_regularizer": _serialized("keras.regularizers", "L2", {"l2": 0.01}),
+    "beta_constraint": _serialized("keras.constraints", "NonNeg"),
     "gamma_constraint": None,
 }
+# tf_keras writes the same keys but `rms_scaling`, its own policy class, and
+# float32-rounded numbers.
 TF_KERAS_CONFIG = {
-    "name": "ln",
-    "trainable": True,
-    "dtype": {
-        "module": "keras.mixed_precision",
-        "class_name": "Policy",
-        "config": {"name": "mixed_bfloat16"},
-        "registered_name": None,
-    },
-    "axis": [-2, -1],
-    "epsilon": 1e-06,
-    "center": False,
-    "scale": True,
-    "beta_initializer": {
-        "module": "keras.initializers",
-        "class_name": "Zeros",
-        "config": {},
-        "registered_name": None,
-    },
-    "gamma_initializer": {
-        "module": "keras.initializers",
-        "class_name": "GlorotUniform",
-        "config": {"seed": None},
-        "registered_name": None,
-    },
-    "beta_regularizer": None,
-    "gamma_regularizer": {
-        "module": "keras.regularizers",
-        "class_name": "L2",
-        "config": {"l2": 0.009999999776482582},
-        "registered_name": None,
-    },
-    "beta_constraint": {
-        "module": "keras.constraints",
-        "class_name": "NonNeg",
-        "config": {},
-        "registered_name": None,
-    },
-    "gamma_constraint": None,
+    **{k: v for k, v in KERAS3_CONFIG.items() if k != "rms_scaling"},
+    "dtype": _serialized("keras.mixed_precision", "Policy", {"name": "mixed_bfloat16"}),
+    "gamma_initializer": _serialized(
+        "keras.initializers", "GlorotUniform", {"seed": None}
+    ),
+    "gamma_regularizer": _serialized(
+        "keras.regularizers", "L2", {"l2": 0.009999999776482582}
+    ),
 }
 KERAS29_CONFIG = {
     "name": "ln",
