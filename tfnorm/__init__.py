@@ -23,6 +23,7 @@ from tfnorm.models import (
     build_classifier,
     build_encoder,
     encoder_layer,
+    replace_norms,
 )
 
 __all__ = [
@@ -36,5 +37,6 @@ __all__ = [
     "callbacks",
     "encoder_layer",
     "get_norm",
+    "replace_norms",
     "training",
 ]

@@ -94,6 +94,87 @@ def add_weight(
     return layer.add_weight(**kwargs)
 
 
+def keep_input_dtype(layer):
+    """Stops Keras from casting `layer`'s floating inputs to its compute dtype.
+
+    Under a mixed policy a norm must take its statistics from the input as
+    given (float32 from a float32 producer), not from a float16 copy. Keras 3
+    reads the public `autocast` attribute in `__call__`, Keras 2 the private
+    `_autocast`; the layer then casts its output itself.
+    """
+    if IS_KERAS_3:
+        layer.autocast = False
+    else:
+        layer._autocast = False
+
+
+def keras_weight_dims(axis_entries):
+    """The order of `axis_entries` that Keras's own norm weights follow.
+
+    Returns entry indices. Keras 3 sorts the `axis` values as given (so
+    `[-1, -2]` gives dims `(-2, -1)`; mixed signs sort negatives first);
+    Keras 2 and tf_keras keep the order of `axis`. Both read the weight's
+    values in the order of the input's dims (a reshape, not a transpose), so
+    only the shape differs.
+    """
+    indices = list(range(len(axis_entries)))
+    if IS_KERAS_3:
+        return sorted(indices, key=axis_entries.__getitem__)
+    return indices
+
+
+def plain_axis(axis):
+    """`axis` as a plain int or list (Keras 2 wraps list attributes in a
+    tracking `ListWrapper`, which would show in messages and configs)."""
+    if isinstance(axis, int):
+        return axis
+    return [int(a) for a in axis]
+
+
+def portable_layer_config(config):
+    """A layer config with its dtype policy readable by this Keras.
+
+    Keras 3 writes the policy as `{"class_name": "DTypePolicy", "config":
+    {"name": ...}, ...}` and Keras 2 mixed policies as `{"class_name":
+    "Policy", ...}`; neither generation reads the other's dict, but both read
+    the policy name.
+    """
+    dtype = config.get("dtype")
+    if not isinstance(dtype, dict):
+        return config
+    native = str(dtype.get("class_name", "")).endswith("DTypePolicy")
+    if native == IS_KERAS_3:
+        return config
+    name = (dtype.get("config") or {}).get("name")
+    return dict(config, dtype=name) if isinstance(name, str) else config
+
+
+def is_graph_model(layer):
+    """True for Sequential and functional models (those `clone_model` can
+    rebuild layer by layer), False for subclassed models and plain layers.
+
+    Keras 3 gives functional models their own class; Keras 2 marks them (and
+    Sequential models) with `_is_graph_network`.
+    """
+    if isinstance(layer, keras.Sequential):
+        return True
+    if IS_KERAS_3:
+        from keras.src.models.functional import Functional
+
+        return isinstance(layer, Functional)
+    return bool(getattr(layer, "_is_graph_network", False))
+
+
+def keras_rms_normalization():
+    """Keras's own RMSNormalization class (Keras >= 3.9), or None."""
+    return getattr(keras.layers, "RMSNormalization", None)
+
+
+def sublayers(layer):
+    """Every layer nested in `layer`, at any depth (not `layer` itself)."""
+    return list(layer._flatten_layers(include_self=False))
+
+
 def set_global_policy(name):
     """Sets the global mixed-precision policy (e.g. "mixed_float16")."""
     keras.mixed_precision.set_global_policy(name)

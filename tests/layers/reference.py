@@ -13,16 +13,15 @@ def _axes(axis, rank):
 
 
 def _broadcast(param, axes, rank, shape):
-    # Parameters are stored with dims in the order `axis` lists them.
-    order = sorted(range(len(axes)), key=axes.__getitem__)
-    param = np.transpose(param, order)
+    # Keras's layout: the parameter's values follow the order of the input's
+    # dims, whatever order `axis` lists them in (its shape may not).
     target = [1] * rank
     for a in axes:
         target[a] = shape[a]
     return param.reshape(target)
 
 
-def layer_norm(x, gamma=None, beta=None, axis=-1, epsilon=1e-5):
+def layer_norm(x, gamma=None, beta=None, axis=-1, epsilon=1e-3):
     axes = _axes(axis, x.ndim)
     mean = x.mean(axis=tuple(axes), keepdims=True)
     var = ((x - mean) ** 2).mean(axis=tuple(axes), keepdims=True)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import tfnorm
-from tests.testing import random_input
+from tests.testing import random_input, randomize_weights
 from tfnorm._keras import get_keras_mask, keras, tf
 
 NORMS = [tfnorm.LayerNormalization, tfnorm.RMSNorm, tfnorm.ScaleNorm]
@@ -138,3 +138,94 @@ def test_keras_mask_passes_through_to_the_next_layer(cls):
     np.testing.assert_array_equal(
         np.asarray(get_keras_mask(eager_out)), np.asarray(mask)
     )
+
+
+@norm_classes
+def test_negative_axis_resolves_against_each_call_rank(cls):
+    # Built on rank 2, called on rank 3: `axis=-1` is still the last dim.
+    layer = cls()
+    layer.build((None, 8))
+    randomize_weights(layer)
+    x = random_input((2, 5, 8), seed=11, offset=1.0, spread=2.0)
+    rows = np.asarray(layer(x.reshape(10, 8))).reshape(2, 5, 8)
+    np.testing.assert_allclose(np.asarray(layer(x)), rows, rtol=1e-6, atol=1e-6)
+
+
+@norm_classes
+def test_one_layer_shared_by_inputs_of_different_rank(cls):
+    layer = cls(axis=[-1])
+    sequence = keras.Input(shape=(5, 8))
+    vector = keras.Input(shape=(8,))
+    model = keras.Model([sequence, vector], [layer(sequence), layer(vector)])
+    x = random_input((2, 5, 8), seed=12, offset=1.0)
+    out_sequence, out_vector = model([x, x[:, 0]])
+    np.testing.assert_allclose(
+        np.asarray(out_sequence)[:, 0], np.asarray(out_vector), rtol=1e-6, atol=1e-6
+    )
+
+
+@pytest.mark.parametrize("cls", [tfnorm.LayerNormalization, tfnorm.RMSNorm])
+def test_input_the_weights_cannot_serve_is_rejected(cls):
+    layer = cls(axis=1)
+    layer.build((None, 8))
+    with pytest.raises(ValueError, match=r"size 8 along axis 1.*Received: axis=1"):
+        layer(random_input((2, 5, 8)))
+
+
+@pytest.mark.parametrize("cls", [tfnorm.LayerNormalization, tfnorm.RMSNorm])
+def test_rank_where_the_axes_swap_order_is_rejected(cls):
+    # axis=[1, -2]: dims (1, 2) at rank 4, but (1, 0) at rank 2 -- same sizes,
+    # other order, so the weights would be read transposed.
+    layer = cls(axis=[1, -2])
+    layer.build((2, 3, 4, 5))
+    with pytest.raises(ValueError, match=r"cannot serve an input of rank 2"):
+        layer(random_input((4, 3)))
+
+
+def test_scale_norm_serves_any_size():
+    # One scalar g: nothing ties it to the number of features.
+    layer = tfnorm.ScaleNorm(scale_initializer="ones")
+    layer.build((None, 8))
+    x = random_input((3, 5), seed=13)
+    expected = x / np.linalg.norm(x, axis=-1, keepdims=True)
+    np.testing.assert_allclose(np.asarray(layer(x)), expected, rtol=1e-5)
+
+
+@norm_classes
+@pytest.mark.parametrize("axis", [99, -3, [1, 2], [0, 0]])
+def test_compute_output_shape_rejects_a_bad_axis(cls, axis):
+    with pytest.raises(ValueError, match=r"Received: axis="):
+        cls(axis=axis).compute_output_shape((2, 4))
+
+
+@norm_classes
+def test_compute_output_shape_returns_the_input_shape(cls):
+    assert tuple(cls(axis=[0, -1]).compute_output_shape((2, 4))) == (2, 4)
+
+
+@norm_classes
+def test_messages_and_config_show_axis_as_a_plain_list(cls):
+    # Keras 2 wraps list attributes in a tracking ListWrapper.
+    layer = cls(axis=[1, 2])
+    layer.build((2, 3, 4))
+    assert type(layer.get_config()["axis"]) is list
+    with pytest.raises(ValueError) as error:
+        layer(random_input((2, 3)))
+    assert "ListWrapper" not in str(error.value)
+    assert "axis=[1, 2]" in str(error.value)
+
+
+@norm_classes
+def test_ragged_input_is_normalised_row_by_row(cls):
+    rows = [random_input((2, 3), seed=14), random_input((1, 3), seed=15)]
+    x = tf.ragged.constant([r.tolist() for r in rows], ragged_rank=1)
+    layer = cls()
+    y = layer(x)
+    assert isinstance(y, tf.RaggedTensor)
+    for row, out in zip(rows, y):
+        np.testing.assert_allclose(
+            np.asarray(out), np.asarray(layer(row)), rtol=1e-6, atol=1e-6
+        )
+    # A ragged dim has no fixed size to normalise over.
+    with pytest.raises(ValueError, match=r"axis 1 of input shape .* is None"):
+        cls(axis=[1, 2])(x)

@@ -3,7 +3,16 @@
 from __future__ import annotations
 
 from tfnorm._checks import is_int, is_real
-from tfnorm._keras import Layer, add_weight, keras, tf
+from tfnorm._keras import (
+    Layer,
+    add_weight,
+    keep_input_dtype,
+    keras,
+    keras_weight_dims,
+    plain_axis,
+    portable_layer_config,
+    tf,
+)
 
 
 def _validate_epsilon(epsilon):
@@ -29,30 +38,66 @@ def _validate_axis_type(axis):
     return [int(a) for a in values] if isinstance(axis, (list, tuple)) else int(axis)
 
 
+def _entries(axis):
+    return [axis] if isinstance(axis, int) else list(axis)
+
+
+def _resolve_axes(axis, shape):
+    """The non-negative dims `axis` names in `shape`, in the order of `axis`."""
+    rank = shape.rank
+    positive = []
+    for a in _entries(axis):
+        if not -rank <= a < rank:
+            raise ValueError(
+                f"`axis` {a} is out of range for an input of rank {rank} "
+                f"(shape {shape}). Received: axis={plain_axis(axis)!r}"
+            )
+        positive.append(a % rank)
+    if len(set(positive)) != len(positive):
+        raise ValueError(
+            f"`axis` names the same dimension twice for an input of rank "
+            f"{rank}. Received: axis={plain_axis(axis)!r}"
+        )
+    return positive
+
+
+def _input_order(positive):
+    """Entry indices of `axis` in the order of the input's dims."""
+    return sorted(range(len(positive)), key=positive.__getitem__)
+
+
 class BaseNormalization(Layer):
     """Base class of tfnorm's normalisation layers.
 
-    Holds what all norms share: `axis` and `epsilon` validation, statistics
-    in float32 under mixed precision (float64 inputs keep float64), weights
-    created in the variable dtype without autocasting, mask pass-through and
-    the common config. Subclasses create their weights in `build` after
-    calling `super().build` and implement `_normalize(x)` on the statistics
-    dtype.
+    Holds what all norms share: `axis` and `epsilon` validation, negative
+    axes resolved against the rank of each call, statistics in float32 from
+    the input as given (float64 inputs keep float64; no cast to float16 under
+    a mixed policy first), weights created in the variable dtype without
+    autocasting, ragged inputs normalised over their uniform inner dims, mask
+    pass-through and the common config. Subclasses create their weights in
+    `build` after calling `super().build` and implement
+    `_normalize(x, positive)`, `positive` being this call's dims in the order
+    of `axis`.
 
     Args:
         axis: int or list of ints, the axes to normalise over. Negative
-            values count from the end; axes need not be contiguous.
+            values count from the end of each input's shape; axes need not be
+            contiguous.
         epsilon: small positive float added for numerical stability.
         **kwargs: base layer keyword arguments (`name`, `dtype`, ...).
     """
+
+    #: Whether weights are tied to the sizes of the normalised dims (a layer
+    #: shared between inputs must then see the same sizes there).
+    _sized_weights = True
 
     def __init__(self, axis=-1, epsilon=1e-5, **kwargs):
         super().__init__(**kwargs)
         self.axis = _validate_axis_type(axis)
         self.epsilon = _validate_epsilon(epsilon)
         self.supports_masking = True
-        self._axes = None
-        self._rank = None
+        keep_input_dtype(self)
+        self._axis_sizes = None
 
     def build(self, input_shape):
         shape = tf.TensorShape(input_shape)
@@ -61,59 +106,60 @@ class BaseNormalization(Layer):
                 f"{type(self).__name__} needs an input of known rank. "
                 f"Received: input_shape={input_shape}"
             )
-        rank = shape.rank
-        given = self.axis if isinstance(self.axis, list) else [self.axis]
-        positive = []
-        for a in given:
-            if not -rank <= a < rank:
-                raise ValueError(
-                    f"`axis` {a} is out of range for an input of rank {rank} "
-                    f"(shape {shape}). Received: axis={self.axis!r}"
-                )
-            positive.append(a % rank)
-        if len(set(positive)) != len(positive):
-            raise ValueError(
-                f"`axis` names the same dimension twice for an input of rank "
-                f"{rank}. Received: axis={self.axis!r}"
-            )
+        positive = _resolve_axes(self.axis, shape)
         for a in positive:
             if shape[a] is None:
                 raise ValueError(
                     f"The size of every normalised axis must be known, but axis "
-                    f"{a} of input shape {shape} is None. Received: axis={self.axis!r}"
+                    f"{a} of input shape {shape} is None. "
+                    f"Received: axis={plain_axis(self.axis)!r}"
                 )
-        self._rank = rank
-        # Parameter dims follow the order of `axis`, as in Keras's own
-        # LayerNormalization, so weights move between the two unchanged.
-        self._param_axes = positive
-        self._axes = tuple(sorted(positive))
-        self._param_shape = tuple(shape[a] for a in positive)
-        self._broadcast_shape = [1] * rank
-        for a in positive:
-            self._broadcast_shape[a] = shape[a]
+        # Sizes in the order of `axis`: what the weights were made for.
+        self._axis_sizes = tuple(int(shape[a]) for a in positive)
+        self._built_order = tuple(_input_order(positive))
         self.built = True
 
-    def _add_param(self, name, initializer, regularizer, constraint, shape=None):
+    def _call_axes(self, shape):
+        """This input's dims named by `axis` (in `axis` order), checked
+        against the shape the weights were built for."""
+        if shape.rank is None:
+            raise ValueError(
+                f"{type(self).__name__} needs an input of known rank. "
+                f"Received: input shape {shape}"
+            )
+        positive = _resolve_axes(self.axis, shape)
+        if not self._sized_weights:
+            return positive
+        for a, p, size in zip(_entries(self.axis), positive, self._axis_sizes):
+            if shape[p] is not None and shape[p] != size:
+                raise ValueError(
+                    f"Layer '{self.name}' was built with weights for size "
+                    f"{size} along axis {a}, but this input (shape {shape}) "
+                    f"has size {shape[p]} there. "
+                    f"Received: axis={plain_axis(self.axis)!r}"
+                )
+        if tuple(_input_order(positive)) != self._built_order:
+            raise ValueError(
+                f"Layer '{self.name}' cannot serve an input of rank "
+                f"{shape.rank} (shape {shape}): there the dims named by `axis` "
+                f"come in another order than in the input it was built on, "
+                f"so its weights would be misread. "
+                f"Received: axis={plain_axis(self.axis)!r}"
+            )
+        return positive
+
+    def _add_param(self, name, initializer, regularizer, constraint, shape):
         # Not autocast: under a mixed policy γ/β stay float32, as do the
         # statistics they multiply.
         return add_weight(
             self,
             name=name,
-            shape=self._param_shape if shape is None else shape,
+            shape=shape,
             initializer=initializer,
             regularizer=regularizer,
             constraint=constraint,
             autocast=False,
         )
-
-    def _broadcast_param(self, weight, dtype):
-        value = tf.cast(tf.convert_to_tensor(weight), dtype)
-        if self._param_axes != sorted(self._param_axes):
-            order = sorted(
-                range(len(self._param_axes)), key=self._param_axes.__getitem__
-            )
-            value = tf.transpose(value, order)
-        return tf.reshape(value, self._broadcast_shape)
 
     def call(self, inputs):
         dtype = tf.as_dtype(inputs.dtype)
@@ -122,14 +168,31 @@ class BaseNormalization(Layer):
                 f"{type(self).__name__} normalises floating-point inputs only. "
                 f"Received: inputs.dtype={dtype.name}"
             )
-        stats_dtype = tf.float64 if dtype == tf.float64 else tf.float32
-        outputs = self._normalize(tf.cast(inputs, stats_dtype))
-        return tf.cast(outputs, dtype)
+        positive = self._call_axes(inputs.shape)
+        if isinstance(inputs, tf.RaggedTensor):
+            return self._call_ragged(inputs, positive)
+        return self._apply(inputs, positive)
 
-    def _normalize(self, x):
+    def _apply(self, inputs, positive):
+        dtype = tf.as_dtype(inputs.dtype)
+        stats_dtype = tf.float64 if dtype == tf.float64 else tf.float32
+        outputs = self._normalize(tf.cast(inputs, stats_dtype), positive)
+        return tf.cast(outputs, self.compute_dtype)
+
+    def _call_ragged(self, inputs, positive):
+        # Each row of a ragged dim is its own example; the statistics are
+        # over the uniform inner dims, which the flat values hold. (`build`
+        # has rejected an `axis` naming a ragged dim: its size is unknown.)
+        flat = [p - inputs.ragged_rank for p in positive]
+        return inputs.with_flat_values(self._apply(inputs.flat_values, flat))
+
+    def _normalize(self, x, positive):
         raise NotImplementedError
 
     def compute_output_shape(self, input_shape):
+        shape = tf.TensorShape(input_shape)
+        if shape.rank is not None:
+            _resolve_axes(self.axis, shape)
         return input_shape
 
     def compute_mask(self, inputs, mask=None):
@@ -137,16 +200,29 @@ class BaseNormalization(Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update({"axis": self.axis, "epsilon": self.epsilon})
+        config.update({"axis": plain_axis(self.axis), "epsilon": self.epsilon})
         return config
+
+
+_WEIGHT_LAYOUTS = ("keras", "axis_order")
 
 
 class AffineNormalization(BaseNormalization):
     """A normalisation followed by an optional learned `gamma` and `beta`.
 
     Shared by LayerNormalization and RMSNorm: both learn a per-feature scale
-    `gamma` (shape: the input dims along `axis`) and, when `center=True`, an
-    offset `beta`, configured exactly as Keras's own LayerNormalization.
+    `gamma` (spanning the input dims named by `axis`) and, when
+    `center=True`, an offset `beta`, configured exactly as Keras's own
+    LayerNormalization.
+
+    Weights are laid out as Keras's own norms lay them out in this runtime,
+    so `set_weights` moves them between the two unchanged: their values
+    follow the order of the input's dims whatever the order of `axis`. (For
+    an `axis` list given out of order, Keras 3 sorts the weight's dims and
+    Keras 2 keeps the order of `axis` in its shape.) `weight_layout=
+    "axis_order"` reads weights the way tfnorm 0.1.0 stored them for an
+    out-of-order `axis` list (dims in the order of `axis`, transposed into
+    place); configs saved by that version load with it automatically.
     """
 
     def __init__(
@@ -161,9 +237,16 @@ class AffineNormalization(BaseNormalization):
         gamma_regularizer=None,
         beta_constraint=None,
         gamma_constraint=None,
+        weight_layout="keras",
         **kwargs,
     ):
         super().__init__(axis=axis, epsilon=epsilon, **kwargs)
+        if weight_layout not in _WEIGHT_LAYOUTS:
+            raise ValueError(
+                f"`weight_layout` must be one of {_WEIGHT_LAYOUTS}. "
+                f"Received: weight_layout={weight_layout!r}"
+            )
+        self.weight_layout = weight_layout
         self.center = bool(center)
         self.scale = bool(scale)
         self.beta_initializer = keras.initializers.get(beta_initializer)
@@ -175,6 +258,12 @@ class AffineNormalization(BaseNormalization):
 
     def build(self, input_shape):
         super().build(input_shape)
+        entries = _entries(self.axis)
+        if self.weight_layout == "keras":
+            dims = keras_weight_dims(entries)
+        else:
+            dims = range(len(entries))
+        shape = tuple(self._axis_sizes[i] for i in dims)
         self.gamma = None
         self.beta = None
         if self.scale:
@@ -183,6 +272,7 @@ class AffineNormalization(BaseNormalization):
                 self.gamma_initializer,
                 self.gamma_regularizer,
                 self.gamma_constraint,
+                shape,
             )
         if self.center:
             self.beta = self._add_param(
@@ -190,13 +280,44 @@ class AffineNormalization(BaseNormalization):
                 self.beta_initializer,
                 self.beta_regularizer,
                 self.beta_constraint,
+                shape,
             )
 
-    def _gamma_beta(self, dtype):
-        """γ and β broadcast to the input rank in `dtype`, or None when off."""
-        gamma = None if self.gamma is None else self._broadcast_param(self.gamma, dtype)
-        beta = None if self.beta is None else self._broadcast_param(self.beta, dtype)
+    def _broadcast_param(self, weight, dtype, positive, rank):
+        value = tf.cast(tf.convert_to_tensor(weight), dtype)
+        order = _input_order(positive)
+        if self.weight_layout == "axis_order" and order != sorted(order):
+            value = tf.transpose(value, order)
+        target = [1] * rank
+        for p, size in zip(positive, self._axis_sizes):
+            target[p] = size
+        return tf.reshape(value, target)
+
+    def _gamma_beta(self, x, positive):
+        """γ and β broadcast to the rank of `x` in its dtype, or None when off."""
+        rank = x.shape.rank
+        gamma = beta = None
+        if self.gamma is not None:
+            gamma = self._broadcast_param(self.gamma, x.dtype, positive, rank)
+        if self.beta is not None:
+            beta = self._broadcast_param(self.beta, x.dtype, positive, rank)
         return gamma, beta
+
+    @classmethod
+    def from_config(cls, config):
+        config = portable_layer_config(dict(config))
+        axis = config.get("axis")
+        # tfnorm 0.1.0 wrote no `weight_layout`; an out-of-order list then
+        # meant the old layout. (Keras 3 configs, which carry `rms_scaling`,
+        # always mean Keras's.)
+        if (
+            "weight_layout" not in config
+            and "rms_scaling" not in config
+            and isinstance(axis, (list, tuple))
+            and len(axis) > 1
+        ):
+            config["weight_layout"] = "axis_order"
+        return super().from_config(config)
 
     def get_config(self):
         config = super().get_config()
@@ -216,4 +337,8 @@ class AffineNormalization(BaseNormalization):
                 "gamma_constraint": keras.constraints.serialize(self.gamma_constraint),
             }
         )
+        # Only a list of several axes can be laid out two ways; other configs
+        # keep exactly Keras's keys.
+        if len(_entries(self.axis)) > 1:
+            config["weight_layout"] = self.weight_layout
         return config

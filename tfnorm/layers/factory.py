@@ -16,6 +16,11 @@ _BY_NAME = {
     "scale": ScaleNorm,
     "scalenorm": ScaleNorm,
 }
+# What a norm *name* means: the Transformer setting. LayerNormalization's own
+# default epsilon is Keras's 1e-3 (it is a drop-in for Keras's layer), but
+# the original Transformer, PyTorch and keras-hub use 1e-5, and so do
+# tfnorm's encoders and `tfnorm train`, which pick norms by name.
+_NAME_DEFAULTS = {LayerNormalization: {"epsilon": 1e-5}}
 _BY_CLASS_NAME = {cls.__name__: cls for cls in (LayerNormalization, RMSNorm, ScaleNorm)}
 _CHOICES = (
     '"layer", "rms", "scale" (or "layernorm", "rmsnorm", "scalenorm"), a layer '
@@ -29,7 +34,9 @@ def get_norm(spec="layer", **overrides):
 
     Args:
         spec: a name (`"layer"`, `"rms"`, `"scale"`, or the aliases
-            `"layernorm"`, `"rmsnorm"`, `"scalenorm"`; case-insensitive), a
+            `"layernorm"`, `"rmsnorm"`, `"scalenorm"`; case-insensitive;
+            `"layer"` gives `epsilon=1e-5`, the Transformer setting, where
+            the class itself defaults to Keras's `1e-3`), a
             Keras layer config dict as `keras.layers.serialize` writes it
             (tfnorm's layers, or Keras's own LayerNormalization /
             RMSNormalization), a layer class, or a layer instance. An
@@ -55,7 +62,7 @@ def get_norm(spec="layer", **overrides):
         cls = _BY_NAME.get(spec.lower()) or _BY_CLASS_NAME.get(spec)
         if cls is None:
             raise ValueError(f"Unknown norm {spec!r}. Choose one of: {_CHOICES}.")
-        return cls(**overrides)
+        return cls(**{**_NAME_DEFAULTS.get(cls, {}), **overrides})
     if isinstance(spec, dict):
         return _from_config_dict(spec, overrides)
     if isinstance(spec, type) and issubclass(spec, Layer):

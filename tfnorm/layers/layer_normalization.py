@@ -5,19 +5,32 @@ from tfnorm.layers import _ops
 from tfnorm.layers.base_normalization import AffineNormalization
 
 
+def _check_rms_scaling(rms_scaling):
+    if rms_scaling:
+        raise ValueError(
+            "tfnorm.LayerNormalization has no `rms_scaling` mode; use "
+            "tfnorm.RMSNorm for root-mean-square normalisation. (Keras's "
+            "deprecated `rms_scaling=True` divides by the standard deviation "
+            "without centring, which is neither.) "
+            f"Received: rms_scaling={rms_scaling!r}"
+        )
+
+
 @register_serializable
 class LayerNormalization(AffineNormalization):
     """Layer normalization (Ba et al., 2016), a drop-in for Keras's own.
 
     Normalises each example over `axis` to zero mean and unit variance, then
     applies a learned per-feature scale and offset. It takes the same
-    arguments as `keras.layers.LayerNormalization`, names its weights `gamma`
-    and `beta` with the same shapes (so `set_weights` moves weights between
-    the two) and gives the same outputs for the same `epsilon`. Beyond it,
-    statistics are always computed in float32 under mixed precision, the
-    saved `axis` is kept as given (a reloaded layer accepts any input rank),
-    Keras masks pass through, and the backward pass is written out
-    analytically, which makes training steps faster than the built-in's.
+    arguments with the same defaults as `keras.layers.LayerNormalization`,
+    names its weights `gamma` and `beta` with the same shapes (so
+    `set_weights` moves weights between the two) and gives the same outputs.
+    Beyond it, negative axes count from the end of each input (one layer
+    serves inputs of several ranks; the saved `axis` is kept as given),
+    statistics are computed in float32 from the input as given under mixed
+    precision, Keras masks pass through, ragged inputs are normalised row by
+    row, and the backward pass is written out analytically, which makes
+    training steps faster than the built-in's.
 
     Reference: [Ba, Kiros and Hinton, 2016. Layer Normalization](
     https://arxiv.org/abs/1607.06450).
@@ -34,17 +47,19 @@ class LayerNormalization(AffineNormalization):
     >>> layer = tfnorm.LayerNormalization()
     >>> y = layer(np.array([[1.0, 2.0, 3.0]], "float32"))
     >>> [round(float(v), 3) for v in y[0]]
-    [-1.225, 0.0, 1.225]
+    [-1.224, 0.0, 1.224]
 
     Args:
         axis: int or list of ints. The axes to normalise over, usually the
             feature axis. Negative and non-contiguous axes are allowed.
             Defaults to `-1`.
-        epsilon: float > 0 added to the variance. Defaults to `1e-5`, the
-            value of the original Transformer implementations, PyTorch and
-            keras-hub; Keras's own layer uses `1e-3`, which visibly damps
-            low-variance features of pretrained Transformer weights. Pass
-            `epsilon=1e-3` for Keras's exact behaviour.
+        epsilon: float > 0 added to the variance. Defaults to `1e-3`,
+            Keras's default, so that swapping the class leaves a model's
+            outputs unchanged. Transformer code (the original
+            implementations, PyTorch, keras-hub) uses `1e-5`, which
+            `tfnorm.get_norm("layer")` and tfnorm's encoders pass; `1e-3`
+            visibly damps low-variance features of pretrained Transformer
+            weights.
         center: bool. Add the learned offset `beta`. Defaults to `True`.
         scale: bool. Multiply by the learned scale `gamma`. Defaults to
             `True`.
@@ -52,7 +67,13 @@ class LayerNormalization(AffineNormalization):
             `gamma`. Default to `"zeros"` and `"ones"`.
         beta_regularizer, gamma_regularizer: optional regularizers.
         beta_constraint, gamma_constraint: optional constraints.
+        weight_layout: `"keras"` (Keras's layout) or `"axis_order"` (how
+            tfnorm 0.1.0 laid out weights for an out-of-order `axis` list;
+            set automatically when such a saved model is loaded). Defaults
+            to `"keras"`.
         **kwargs: base layer arguments (`name`, `dtype`, `trainable`).
+            Keras 3's `rms_scaling=False` is accepted and ignored;
+            `rms_scaling=True` is an error pointing to `tfnorm.RMSNorm`.
 
     Call arguments:
         inputs: a floating-point tensor of any rank >= 1.
@@ -64,7 +85,7 @@ class LayerNormalization(AffineNormalization):
     def __init__(
         self,
         axis=-1,
-        epsilon=1e-5,
+        epsilon=1e-3,
         center=True,
         scale=True,
         beta_initializer="zeros",
@@ -75,6 +96,8 @@ class LayerNormalization(AffineNormalization):
         gamma_constraint=None,
         **kwargs,
     ):
+        # Keras 3 writes `rms_scaling` into every config; False is a no-op.
+        _check_rms_scaling(kwargs.pop("rms_scaling", False))
         super().__init__(
             axis=axis,
             epsilon=epsilon,
@@ -89,6 +112,12 @@ class LayerNormalization(AffineNormalization):
             **kwargs,
         )
 
-    def _normalize(self, x):
-        gamma, beta = self._gamma_beta(x.dtype)
-        return _ops.layer_norm(x, gamma, beta, self._axes, self.epsilon)
+    @classmethod
+    def from_config(cls, config):
+        # Checked here too: Keras's `from_config` rewraps constructor errors.
+        _check_rms_scaling(config.get("rms_scaling", False))
+        return super().from_config(config)
+
+    def _normalize(self, x, positive):
+        gamma, beta = self._gamma_beta(x, positive)
+        return _ops.layer_norm(x, gamma, beta, sorted(positive), self.epsilon)

@@ -57,6 +57,8 @@ class RMSNorm(AffineNormalization):
             `"zeros"`.
         gamma_regularizer, beta_regularizer, gamma_constraint,
             beta_constraint: optional regularizers and constraints.
+        weight_layout: `"keras"` or `"axis_order"`, as in
+            `tfnorm.LayerNormalization`. Defaults to `"keras"`.
         **kwargs: base layer arguments (`name`, `dtype`, `trainable`).
 
     Call arguments:
@@ -100,24 +102,24 @@ class RMSNorm(AffineNormalization):
         super().build(input_shape)
         self._partial_size = None
         if self.partial is not None and self.partial < 1.0:
-            if len(self._axes) != 1:
+            if len(self._axis_sizes) != 1:
                 raise ValueError(
                     "`partial` estimates the RMS from the leading features of "
                     "one axis; it cannot be used with several axes. Received: "
                     f"axis={self.axis!r}, partial={self.partial!r}"
                 )
-            size = self._param_shape[0]
+            size = self._axis_sizes[0]
             self._partial_size = max(1, int(math.ceil(self.partial * size)))
 
-    def _normalize(self, x):
-        gamma, beta = self._gamma_beta(x.dtype)
+    def _normalize(self, x, positive):
+        gamma, beta = self._gamma_beta(x, positive)
         if gamma is not None and self.zero_centered_gamma:
             gamma = 1.0 + gamma
         if self._partial_size is not None:
             return _ops.partial_rms_norm(
-                x, gamma, beta, self._axes[0], self._partial_size, self.epsilon
+                x, gamma, beta, positive[0], self._partial_size, self.epsilon
             )
-        return _ops.rms_norm(x, gamma, beta, self._axes, self.epsilon)
+        return _ops.rms_norm(x, gamma, beta, sorted(positive), self.epsilon)
 
     def get_config(self):
         config = super().get_config()

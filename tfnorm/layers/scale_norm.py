@@ -50,6 +50,9 @@ class ScaleNorm(BaseNormalization):
         A tensor of the same shape, in the layer's compute dtype.
     """
 
+    # One scalar `g`: a shared layer serves inputs of any size.
+    _sized_weights = False
+
     def __init__(
         self,
         axis=-1,
@@ -73,7 +76,7 @@ class ScaleNorm(BaseNormalization):
         initializer = self.scale_initializer
         if initializer is None:
             features = 1
-            for size in self._param_shape:
+            for size in self._axis_sizes:
                 features *= size
             initializer = keras.initializers.Constant(math.sqrt(features))
         self.g = self._add_param(
@@ -84,9 +87,9 @@ class ScaleNorm(BaseNormalization):
             shape=(),
         )
 
-    def _normalize(self, x):
+    def _normalize(self, x, positive):
         scale = tf.cast(tf.convert_to_tensor(self.g), x.dtype)
-        return _ops.scale_norm(x, scale, self._axes, self.epsilon)
+        return _ops.scale_norm(x, scale, sorted(positive), self.epsilon)
 
     def get_config(self):
         config = super().get_config()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tfnorm.models.builders import build_classifier, build_encoder, encoder_layer
+from tfnorm.models.convert import replace_norms
 from tfnorm.models.encoder_block import NORM_POSITIONS, TransformerEncoderBlock
 from tfnorm.models.text_layers import (
     PaddingMask,
@@ -19,4 +20,5 @@ __all__ = [
     "build_classifier",
     "build_encoder",
     "encoder_layer",
+    "replace_norms",
 ]

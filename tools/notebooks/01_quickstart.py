@@ -50,8 +50,9 @@ print("TensorFlow", tf.__version__, "| tfnorm", tfnorm.__version__)
 #
 # * `tfnorm.LayerNormalization`: zero mean, unit variance over the last axis, then a
 #   learned scale `gamma` and offset `beta` (same arguments and weights as Keras's;
-#   the default `epsilon` is 1e-5 as in PyTorch and the original Transformer, where
-#   Keras's is 1e-3).
+#   the default `epsilon` is Keras's 1e-3 too, so swapping the class changes
+#   nothing; `get_norm("layer")` gives 1e-5, as in PyTorch and the original
+#   Transformer).
 # * `tfnorm.RMSNorm`: divides by the root mean square, no mean subtraction
 #   (Zhang & Sennrich, 2019), one weight vector.
 # * `tfnorm.ScaleNorm`: divides by the L2 norm and multiplies by one learned scalar
@@ -72,7 +73,8 @@ scale_norm = tfnorm.get_norm("scale")
 
 mean = x.mean(-1, keepdims=True)
 expected = {
-    "LayerNormalization": (x - mean) / np.sqrt(x.var(-1, keepdims=True) + 1e-5),
+    "LayerNormalization": (x - mean)
+    / np.sqrt(x.var(-1, keepdims=True) + layer_norm.epsilon),
     "RMSNorm": x / np.sqrt(np.mean(x**2, -1, keepdims=True) + rms_norm.epsilon),
     # ScaleNorm's scalar starts at sqrt(d).
     "ScaleNorm": np.sqrt(D_MODEL) * x / np.linalg.norm(x, axis=-1, keepdims=True),
@@ -179,13 +181,12 @@ print("norm layers:", [type(layer).__name__ for layer in subclassed.layers])
 # %% [markdown]
 # ## 3. Swapping Keras's LayerNormalization for tfnorm's, keeping the weights
 #
-# tfnorm's `LayerNormalization` takes the same arguments as Keras's and has the same
-# weights (`gamma`, `beta`, same shapes, same order), so a trained model can be
-# rebuilt with tfnorm's layers and given the old weights. `clone_model` rebuilds the
-# graph layer by layer; `clone_function` decides what each layer becomes.
-#
-# **Copy `epsilon`.** Keras's default is 1e-3, tfnorm's 1e-5; with the same
-# epsilon the outputs agree to float32 rounding, with different ones they do not.
+# tfnorm's `LayerNormalization` takes the same arguments (and defaults) as Keras's
+# and has the same weights (`gamma`, `beta`, same shapes, same order), so a trained
+# model can be rebuilt with tfnorm's layers and given the old weights.
+# `tfnorm.replace_norms(model)` does exactly that for a Sequential or functional
+# model, and `to="keras"` goes back. The epsilon is copied: with the same epsilon
+# the outputs agree to float32 rounding, with a different one they do not.
 
 
 # %%
@@ -199,30 +200,11 @@ def build_with_keras_norm():
     return keras.Model(ids, logits, name="keras_norm_model")
 
 
-def swap_layer_norms(model):
-    """A copy of `model` with every Keras LayerNormalization replaced by tfnorm's."""
-
-    def clone(layer):
-        if isinstance(layer, keras.layers.LayerNormalization):
-            return tfnorm.LayerNormalization(
-                axis=layer.axis,
-                epsilon=layer.epsilon,  # Keras's default is 1e-3, tfnorm's 1e-5
-                center=layer.center,
-                scale=layer.scale,
-                name=layer.name,
-            )
-        return layer.__class__.from_config(layer.get_config())
-
-    swapped = keras.models.clone_model(model, clone_function=clone)
-    swapped.set_weights(model.get_weights())
-    return swapped
-
-
 keras.utils.set_random_seed(SEED)
 keras_model = compile_model(build_with_keras_norm())
 fit(keras_model, epochs=1)
 
-swapped = swap_layer_norms(keras_model)
+swapped = tfnorm.replace_norms(keras_model, to="tfnorm")
 print("norm layer now:", type(swapped.get_layer("norm")).__module__)
 before = keras_model.predict(val.ids, verbose=0)
 after = swapped.predict(val.ids, verbose=0)
@@ -231,9 +213,9 @@ print(
 )
 np.testing.assert_allclose(after, before, atol=1e-4)
 
-# The same weights with tfnorm's default epsilon give (slightly) different logits:
+# The same weights with the Transformer epsilon give (slightly) different outputs:
 gamma_beta = keras_model.get_layer("norm").get_weights()
-plain = tfnorm.LayerNormalization()
+plain = tfnorm.LayerNormalization(epsilon=1e-5)
 plain.build((None, MAX_LEN, D_MODEL))
 plain.set_weights(gamma_beta)
 hidden = keras.Model(keras_model.input, keras_model.get_layer("hidden").output)
@@ -282,7 +264,9 @@ reference = (reference - reference.mean(-1, keepdims=True)) / np.sqrt(
 )
 half_stats = offset - offset.mean(-1, keepdims=True)  # float16 throughout
 half_stats = half_stats / np.sqrt((half_stats**2).mean(-1, keepdims=True) + 1e-5)
-tfnorm_half = tfnorm.LayerNormalization(dtype="mixed_float16")(offset).numpy()
+tfnorm_half = tfnorm.LayerNormalization(epsilon=1e-5, dtype="mixed_float16")(
+    offset
+).numpy()
 print("output dtype:", tfnorm_half.dtype)
 print(f"float16 statistics: max error {np.abs(half_stats - reference).max():.1e}")
 print(
