@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from tfnorm.models.builders import build_classifier, build_encoder, encoder_layer
 from tfnorm.models.encoder_block import NORM_POSITIONS, TransformerEncoderBlock
+from tfnorm.models.matrix_initializer import MatrixInitializer
 from tfnorm.models.text_layers import (
     PaddingMask,
     SequencePooling,
@@ -11,6 +12,7 @@ from tfnorm.models.text_layers import (
 )
 
 __all__ = [
+    "MatrixInitializer",
     "NORM_POSITIONS",
     "PaddingMask",
     "SequencePooling",

@@ -13,6 +13,7 @@ from tfnorm._keras import (
     tf,
 )
 from tfnorm.layers.factory import get_norm
+from tfnorm.models.matrix_initializer import MatrixInitializer
 
 NORM_POSITIONS = ("post", "pre", "sandwich", "deepnorm")
 
@@ -262,11 +263,16 @@ class TransformerEncoderBlock(Layer):
             build_sublayer(norm, shape)
             setattr(self, name, norm)
 
+        # Each projection is a d_model x d_model matrix (num_heads * key_dim
+        # == d_model) stored as a 3-D kernel; drawing it as that matrix gives
+        # the fans, hence the scale, every Keras version agrees on.
         self.attention = keras.layers.MultiHeadAttention(
             num_heads=self.num_heads,
             key_dim=self.key_dim,
             dropout=attention_rate,
-            kernel_initializer=self._clone_initializer(),
+            kernel_initializer=MatrixInitializer(
+                self._clone_initializer(), (self.d_model, self.d_model)
+            ),
             dtype=policy,
             name="attention",
         )
