@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from tfnorm.models.builders import build_classifier, build_encoder, encoder_layer
 from tfnorm.models.encoder_block import NORM_POSITIONS, TransformerEncoderBlock
+from tfnorm.models.encoder_model import EncoderModel
 from tfnorm.models.matrix_initializer import MatrixInitializer
 from tfnorm.models.text_layers import (
     PaddingMask,
@@ -12,6 +13,7 @@ from tfnorm.models.text_layers import (
 )
 
 __all__ = [
+    "EncoderModel",
     "MatrixInitializer",
     "NORM_POSITIONS",
     "PaddingMask",

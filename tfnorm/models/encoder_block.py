@@ -144,7 +144,10 @@ class TransformerEncoderBlock(Layer):
             between the FFN's two Dense layers. None means `dropout_rate`.
             Defaults to `None`.
         kernel_initializer: initializer of the attention and FFN kernels
-            (each sublayer gets its own copy). Defaults to
+            (each sublayer gets its own copy). Each attention projection
+            is drawn as the `(d_model, d_model)` matrix it stands for
+            (`tfnorm.models.MatrixInitializer`), so fans and the resulting
+            scale are the same in every Keras version. Defaults to
             `"glorot_uniform"`.
         num_layers_total: int or None, the depth `L` of the whole encoder;
             required by `"deepnorm"` (for α and β), ignored otherwise.
