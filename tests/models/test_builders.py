@@ -127,10 +127,12 @@ def test_implicit_mask_flows_through_the_one_tensor_form():
     np.testing.assert_allclose(np.asarray(model(ids)), expected, rtol=1e-5, atol=1e-5)
 
 
-def test_more_than_two_inputs_is_a_clear_error():
+def test_wrong_input_structures_are_clear_errors():
     x = random_input((1, 3, D_MODEL))
     with pytest.raises(ValueError, match="Received: 3 inputs"):
         small_encoder()([x, np.ones((1, 3), "float32"), x])
+    with pytest.raises(ValueError, match=re.escape("Received: keys ['tokens']")):
+        small_encoder()({"tokens": x})
 
 
 def test_encoder_layer_without_mask_input_takes_one_tensor():

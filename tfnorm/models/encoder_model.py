@@ -47,6 +47,11 @@ class EncoderModel(keras.Model):
     def _with_padding_mask(self, inputs, mask):
         """`(inputs, mask)` in the two-input form the graph was built for."""
         if isinstance(inputs, dict):
+            if "sequence" not in inputs:
+                raise ValueError(
+                    f"{self.name} takes a dict with the keys 'sequence' and, "
+                    f"optionally, 'padding_mask'. Received: keys {sorted(inputs)}"
+                )
             if "padding_mask" in inputs:
                 return [inputs["sequence"], inputs["padding_mask"]], mask
             inputs = inputs["sequence"]
