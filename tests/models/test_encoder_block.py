@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import tfnorm
+from tests.conftest import RUNTIME
 from tests.testing import random_input
 from tfnorm import _keras
 from tfnorm._keras import keras, tf
@@ -187,6 +188,37 @@ def test_orthogonal_initializer_gives_orthogonal_projection_matrices():
         np.testing.assert_allclose(
             gram, np.eye(min(rows, cols)), atol=1e-5, err_msg=name
         )
+
+
+def _seeded_block_kernels(seed):
+    # dff = d_model: all six kernels are 64 x 64 and can be compared.
+    block = tfnorm.TransformerEncoderBlock(
+        64, 4, 64, kernel_initializer=keras.initializers.GlorotUniform(seed=seed)
+    )
+    block.build((None, 8, 64))
+    return _kernels(block)
+
+
+@pytest.mark.parametrize("seed", [0, 7])
+def test_seeded_initializer_gives_every_kernel_its_own_values(seed):
+    kernels = _seeded_block_kernels(seed)
+    assert len(kernels) == 6
+    names = sorted(kernels)
+    for i, first in enumerate(names):
+        assert np.std(kernels[first]) == pytest.approx((2.0 / 128) ** 0.5, rel=0.05)
+        for second in names[i + 1 :]:
+            assert not np.allclose(kernels[first], kernels[second]), (first, second)
+
+
+@pytest.mark.skipif(
+    RUNTIME == "tf29",
+    reason="Keras 2.9's seeded initializers draw new values on every eager "
+    "call (stateful random ops), so a seed does not reproduce weights there",
+)
+def test_seeded_initializer_reproduces_the_block():
+    first, second = _seeded_block_kernels(3), _seeded_block_kernels(3)
+    for name in first:
+        np.testing.assert_array_equal(first[name], second[name], err_msg=name)
 
 
 @pytest.mark.parametrize("norm_position", NORM_POSITIONS)

@@ -55,6 +55,12 @@ def deepnorm_beta(num_layers_total):
     return (8.0 * num_layers_total) ** -0.25
 
 
+def _initializer_seed(config):
+    # The integer seed of a serialised initializer, or None.
+    seed = config.get("config", {}).get("seed") if isinstance(config, dict) else None
+    return seed if is_int(seed) else None
+
+
 def _serializable_norm_spec(norm):
     # Names and config dicts are stored as given; a class or an instance is
     # turned into a config dict so `get_config` stays JSON-serialisable.
@@ -147,7 +153,9 @@ class TransformerEncoderBlock(Layer):
             (each sublayer gets its own copy). Each attention projection
             is drawn as the `(d_model, d_model)` matrix it stands for
             (`tfnorm.models.MatrixInitializer`), so fans and the resulting
-            scale are the same in every Keras version. Defaults to
+            scale are the same in every Keras version. A seeded
+            initializer gives each of the six kernels its own seed
+            (`seed + i`), so no two start equal. Defaults to
             `"glorot_uniform"`.
         num_layers_total: int or None, the depth `L` of the whole encoder;
             required by `"deepnorm"` (for α and β), ignored otherwise.
@@ -230,10 +238,19 @@ class TransformerEncoderBlock(Layer):
 
     # -- construction -----------------------------------------------------
 
-    def _clone_initializer(self):
-        return keras.initializers.get(
-            keras.initializers.serialize(self.kernel_initializer)
-        )
+    def _clone_initializer(self, index=0):
+        """A copy of `kernel_initializer` for the block's kernel number `index`.
+
+        A seeded initializer's copies would all repeat its seed, giving
+        equally shaped kernels the same values; kernel `index` gets
+        `seed + index` instead (0-3 attention query, key, value, output;
+        4 and 5 the FFN kernels).
+        """
+        config = keras.initializers.serialize(self.kernel_initializer)
+        seed = _initializer_seed(config)
+        if seed is not None:
+            config = dict(config, config=dict(config["config"], seed=seed + index))
+        return keras.initializers.get(config)
 
     def _make_norm(self, name):
         return get_norm(
@@ -280,13 +297,34 @@ class TransformerEncoderBlock(Layer):
             name="attention",
         )
         build_attention(self.attention, shape, shape)
+        seed = _initializer_seed(keras.initializers.serialize(self.kernel_initializer))
+        if seed is not None:
+            # MultiHeadAttention copies its one initializer to all four
+            # projections, so a seeded one gives query, key, value and
+            # output the same matrix in Keras 3 and tf_keras; draw the last
+            # three again with their own seeds.
+            for index, dense in enumerate(
+                (
+                    self.attention._key_dense,
+                    self.attention._value_dense,
+                    self.attention._output_dense,
+                ),
+                start=1,
+            ):
+                initializer = MatrixInitializer(
+                    self._clone_initializer(index), (self.d_model, self.d_model)
+                )
+                with tf.init_scope():
+                    dense.kernel.assign(
+                        initializer(dense.kernel.shape, dtype=dense.kernel.dtype)
+                    )
         self.attention_dropout_layer = keras.layers.Dropout(
             rate, dtype=policy, name="attention_dropout"
         )
         self.ffn_inner = keras.layers.Dense(
             self.dff,
             activation=self.activation,
-            kernel_initializer=self._clone_initializer(),
+            kernel_initializer=self._clone_initializer(4),
             dtype=policy,
             name="ffn_inner",
         )
@@ -296,7 +334,7 @@ class TransformerEncoderBlock(Layer):
         )
         self.ffn_output = keras.layers.Dense(
             self.d_model,
-            kernel_initializer=self._clone_initializer(),
+            kernel_initializer=self._clone_initializer(5),
             dtype=policy,
             name="ffn_output",
         )
