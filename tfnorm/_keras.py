@@ -67,6 +67,20 @@ def register_serializable(cls):
     return keras.utils.register_keras_serializable(package="tfnorm")(cls)
 
 
+def register_model_class(cls):
+    """Registers a functional `keras.Model` subclass for deserialisation.
+
+    As `register_serializable`, and in Keras 2 under the bare class name as
+    well: Keras 2 (tf_keras and 2.9) records a whole model's class by its
+    bare name in `.keras`, H5 and SavedModel files, so without it a saved
+    model would come back as unknown.
+    """
+    cls = register_serializable(cls)
+    if not IS_KERAS_3:
+        keras.utils.get_custom_objects()[cls.__name__] = cls
+    return cls
+
+
 def add_weight(
     layer,
     name,
@@ -253,6 +267,20 @@ def build_optimizer(optimizer, variables):
 def get_keras_mask(tensor):
     """The implicit Keras mask attached to `tensor`, or None."""
     return getattr(tensor, "_keras_mask", None)
+
+
+def padding_mask_like(sequence, keras_mask=None):
+    """A float32 `(batch, seq)` padding mask for `sequence` `(batch, seq, ...)`.
+
+    `keras_mask` (True for real tokens) as 1/0 if given, else all ones.
+    Keras 3 also calls models on symbolic `KerasTensor`s, which TensorFlow
+    ops reject; those get a symbolic tensor of the right shape.
+    """
+    if IS_KERAS_3 and isinstance(sequence, keras.KerasTensor):
+        return keras.KerasTensor(tuple(sequence.shape[:2]), dtype="float32")
+    if keras_mask is not None:
+        return tf.cast(keras_mask, tf.float32)
+    return tf.ones(tf.shape(sequence)[:2], dtype=tf.float32)
 
 
 def build_sublayer(layer, input_shape):

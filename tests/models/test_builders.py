@@ -78,6 +78,63 @@ def test_encoder_layer_maps_sequence_and_mask_to_same_shape(norm_position):
     )
 
 
+@pytest.mark.parametrize("builder", ["encoder_layer", "build_encoder"])
+def test_one_tensor_means_every_position_is_real(builder):
+    if builder == "encoder_layer":
+        model = tfnorm.encoder_layer(D_MODEL, HEADS, DFF, 0.0)
+    else:
+        model = small_encoder(norm_position="post")
+    assert isinstance(model, tfnorm.models.EncoderModel)
+    assert [i.name for i in model.inputs] == ["sequence", "padding_mask"]
+    x = random_input((2, 6, D_MODEL), seed=11)
+    ones = np.ones((2, 6), "float32")
+    y = np.asarray(model(x))
+    np.testing.assert_array_equal(y, np.asarray(model([x, ones])))
+    np.testing.assert_array_equal(y, np.asarray(model({"sequence": x})))
+    # A real mask changes the result: the mask input is used, not ignored.
+    mask = ones.copy()
+    mask[0, 3:] = 0
+    assert not np.allclose(np.asarray(model([x, mask]))[0], y[0], atol=1e-4)
+    graph = tf.function(lambda t: model(t, training=False))
+    np.testing.assert_allclose(np.asarray(graph(tf.constant(x))), y, atol=1e-6)
+
+
+def test_issue_example_runs():
+    assert tfnorm.build_encoder(2, 32, 4, 64)(tf.zeros((2, 8, 32))).shape == (2, 8, 32)
+
+
+def test_implicit_mask_flows_through_the_one_tensor_form():
+    ids = np.array([[3, 5, 7, 0, 0], [2, 9, 0, 0, 0]])
+    keras.utils.set_random_seed(0)
+    embedding = keras.layers.Embedding(20, D_MODEL, mask_zero=True)
+    encoder = small_encoder(norm_position="pre")
+    x = embedding(ids)
+    y = encoder(x)
+    np.testing.assert_array_equal(np.asarray(_keras.get_keras_mask(y)), ids != 0)
+    # The same as passing the padding mask explicitly.
+    explicit = np.asarray(encoder([tf.identity(x), tf.constant(ids != 0, tf.float32)]))
+    np.testing.assert_allclose(np.asarray(y), explicit, rtol=1e-6, atol=1e-6)
+
+    # In a functional model the mask reaches the pooling after the encoder:
+    # what padded ids embed to changes nothing.
+    inputs = keras.Input(shape=(None,), dtype="int32")
+    pooled = keras.layers.GlobalAveragePooling1D()(encoder(embedding(inputs)))
+    model = keras.Model(inputs, pooled)
+    expected = np.asarray(model(ids))
+    table = np.asarray(embedding.embeddings).copy()
+    table[0] += np.linspace(-3.0, 3.0, D_MODEL)
+    embedding.embeddings.assign(table)
+    np.testing.assert_allclose(np.asarray(model(ids)), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_wrong_input_structures_are_clear_errors():
+    x = random_input((1, 3, D_MODEL))
+    with pytest.raises(ValueError, match="Received: 3 inputs"):
+        small_encoder()([x, np.ones((1, 3), "float32"), x])
+    with pytest.raises(ValueError, match=re.escape("Received: keys ['tokens']")):
+        small_encoder()({"tokens": x})
+
+
 def test_encoder_layer_without_mask_input_takes_one_tensor():
     layer = tfnorm.encoder_layer(D_MODEL, HEADS, DFF, with_padding_mask=False)
     assert len(layer.inputs) == 1
@@ -276,8 +333,15 @@ def test_classifier_fits_inside_mirrored_strategy(two_device_strategy):
 # -- saving ----------------------------------------------------------------
 
 
-def _save_all_formats(model, inputs, workdir):
+def _save_all_formats(model, inputs, workdir, sequence_alone=None):
     np.save(os.path.join(workdir, "expected.npy"), np.asarray(model(inputs)))
+    if sequence_alone is not None:
+        # The one-tensor call form must survive the round trip too.
+        np.save(os.path.join(workdir, "sequence.npy"), sequence_alone)
+        np.save(
+            os.path.join(workdir, "expected_alone.npy"),
+            np.asarray(model(sequence_alone)),
+        )
     for index, value in enumerate(inputs if isinstance(inputs, list) else [inputs]):
         np.save(os.path.join(workdir, f"input_{index}.npy"), value)
     return [
@@ -296,9 +360,18 @@ def test_encoders_and_classifier_save_and_reload_in_a_fresh_process():
         model = small_encoder(
             3, norm=norm, norm_position=position, epsilon=[1e-6, 1e-5, 1e-4]
         )
-        saved.append((_save_all_formats(model, [x, mask], workdir), workdir, 2))
+        paths = _save_all_formats(model, [x, mask], workdir, sequence_alone=x)
+        saved.append((paths, workdir, 2))
     workdir = tempfile.mkdtemp(prefix="tfnorm-classifier-")
     model = small_classifier(norm_position="pre", pooling="cls", norm="scale")
+    saved.append((_save_all_formats(model, token_ids(), workdir), workdir, 1))
+    # An encoder called with one tensor inside another model, fed by an
+    # implicit mask: the nested call and the mask survive reloading.
+    workdir = tempfile.mkdtemp(prefix="tfnorm-nested-")
+    ids = keras.Input(shape=(8,), dtype="int32")
+    x = keras.layers.Embedding(50, D_MODEL, mask_zero=True)(ids)
+    x = keras.layers.GlobalAveragePooling1D()(small_encoder(norm_position="post")(x))
+    model = keras.Model(ids, keras.layers.Dense(3)(x))
     saved.append((_save_all_formats(model, token_ids(), workdir), workdir, 1))
     # One fresh process for all models: starting TensorFlow dominates.
     out = run_python(
@@ -310,13 +383,20 @@ def test_encoders_and_classifier_save_and_reload_in_a_fresh_process():
             inputs = [np.load(os.path.join(workdir, f"input_{{i}}.npy"))
                       for i in range(num_inputs)]
             expected = np.load(os.path.join(workdir, "expected.npy"))
+            alone = os.path.join(workdir, "expected_alone.npy")
             for path in paths:
                 model = tf.keras.models.load_model(path, compile=False)
                 got = model(inputs if num_inputs > 1 else inputs[0])
                 np.testing.assert_array_equal(np.asarray(got), expected)
+                if os.path.exists(alone):
+                    sequence = np.load(os.path.join(workdir, "sequence.npy"))
+                    np.testing.assert_array_equal(
+                        np.asarray(model(sequence)), np.load(alone))
+                    print("one tensor", path)
                 print("reloaded", path)
         """,
         # SavedModel loading is slow on a busy 2-core machine.
         timeout=900,
     )
     assert out.count("reloaded") == sum(len(paths) for paths, _, _ in saved), out
+    assert out.count("one tensor") == sum(len(paths) for paths, _, _ in saved[:2]), out

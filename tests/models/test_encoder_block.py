@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import tfnorm
+from tests.conftest import RUNTIME
 from tests.testing import random_input
 from tfnorm import _keras
 from tfnorm._keras import keras, tf
@@ -84,17 +85,24 @@ def test_output_equals_formula_from_sublayers(norm_position):
     )
 
 
-def _kernel_stds(block):
-    """Std of each projection kernel: query, key, value, attention output, FFN."""
-    stds = {}
+def _kernels(block):
+    """Each kernel of the block as the (inputs, outputs) matrix it stands for."""
+    kernels = {}
     for weight in block.attention.weights:
         path = getattr(weight, "path", None) or weight.name
         for projection in ("query", "key", "value", "attention_output"):
             if f"/{projection}/kernel" in path:
-                stds[projection] = float(np.std(np.asarray(weight)))
-    stds["ffn_inner"] = float(np.std(np.asarray(block.ffn_inner.kernel)))
-    stds["ffn_output"] = float(np.std(np.asarray(block.ffn_output.kernel)))
-    return stds
+                kernels[projection] = np.asarray(weight).reshape(
+                    block.d_model, block.d_model
+                )
+    kernels["ffn_inner"] = np.asarray(block.ffn_inner.kernel)
+    kernels["ffn_output"] = np.asarray(block.ffn_output.kernel)
+    return kernels
+
+
+def _kernel_stds(block):
+    """Std of each projection kernel: query, key, value, attention output, FFN."""
+    return {name: float(np.std(k)) for name, k in _kernels(block).items()}
 
 
 def test_deepnorm_alpha_and_beta_follow_depth():
@@ -121,6 +129,96 @@ def test_deepnorm_alpha_and_beta_follow_depth():
         ("ffn_output", beta),
     ):
         assert deep[name] / post[name] == pytest.approx(gain, rel=0.08), name
+
+
+# Fans of each kernel as the matrix it stands for: every attention
+# projection maps d_model features to num_heads * key_dim = d_model.
+_WIDE = dict(d_model=256, num_heads=8, dff=512)
+_DEEPNORM_SCALED = ("value", "attention_output", "ffn_inner", "ffn_output")
+
+
+def _fans(name, d_model, dff):
+    return {"ffn_inner": (d_model, dff), "ffn_output": (dff, d_model)}.get(
+        name, (d_model, d_model)
+    )
+
+
+@pytest.mark.parametrize(
+    "initializer, expected_std",
+    [
+        ("glorot_uniform", lambda fan_in, fan_out: (2.0 / (fan_in + fan_out)) ** 0.5),
+        ("he_normal", lambda fan_in, fan_out: (2.0 / fan_in) ** 0.5),
+        ({"class_name": "RandomNormal", "config": {"stddev": 0.02}}, lambda *_: 0.02),
+    ],
+    ids=["glorot_uniform", "he_normal", "random_normal"],
+)
+@pytest.mark.parametrize("norm_position", ["pre", "deepnorm"])
+def test_every_kernel_std_matches_its_theoretical_value(
+    norm_position, initializer, expected_std
+):
+    # Same expected values in every runtime: Keras 2 alone would give the
+    # 3-D attention kernels glorot std 0.039 instead of 0.125 at width 64.
+    depth = 6
+    block = tfnorm.TransformerEncoderBlock(
+        **_WIDE,
+        norm_position=norm_position,
+        num_layers_total=depth,
+        kernel_initializer=initializer,
+    )
+    block.build((None, 8, _WIDE["d_model"]))
+    stds = _kernel_stds(block)
+    assert len(stds) == 6
+    beta = (8 * depth) ** -0.25
+    for name, std in stds.items():
+        expected = expected_std(*_fans(name, _WIDE["d_model"], _WIDE["dff"]))
+        if norm_position == "deepnorm" and name in _DEEPNORM_SCALED:
+            expected *= beta
+        # >= 65k draws per kernel: the std's sampling error is below 0.5%.
+        assert std == pytest.approx(expected, rel=0.05), (name, std, expected)
+
+
+def test_orthogonal_initializer_gives_orthogonal_projection_matrices():
+    # Keras 2 on its own would orthogonalise a (d_model * heads, key_dim)
+    # flattening of the query kernel, not the d_model x d_model projection.
+    block = tfnorm.TransformerEncoderBlock(64, 4, 128, kernel_initializer="orthogonal")
+    block.build((None, 8, 64))
+    for name, kernel in _kernels(block).items():
+        rows, cols = kernel.shape
+        gram = kernel.T @ kernel if rows >= cols else kernel @ kernel.T
+        np.testing.assert_allclose(
+            gram, np.eye(min(rows, cols)), atol=1e-5, err_msg=name
+        )
+
+
+def _seeded_block_kernels(seed):
+    # dff = d_model: all six kernels are 64 x 64 and can be compared.
+    block = tfnorm.TransformerEncoderBlock(
+        64, 4, 64, kernel_initializer=keras.initializers.GlorotUniform(seed=seed)
+    )
+    block.build((None, 8, 64))
+    return _kernels(block)
+
+
+@pytest.mark.parametrize("seed", [0, 7])
+def test_seeded_initializer_gives_every_kernel_its_own_values(seed):
+    kernels = _seeded_block_kernels(seed)
+    assert len(kernels) == 6
+    names = sorted(kernels)
+    for i, first in enumerate(names):
+        assert np.std(kernels[first]) == pytest.approx((2.0 / 128) ** 0.5, rel=0.05)
+        for second in names[i + 1 :]:
+            assert not np.allclose(kernels[first], kernels[second]), (first, second)
+
+
+@pytest.mark.skipif(
+    RUNTIME == "tf29",
+    reason="Keras 2.9's seeded initializers draw new values on every eager "
+    "call (stateful random ops), so a seed does not reproduce weights there",
+)
+def test_seeded_initializer_reproduces_the_block():
+    first, second = _seeded_block_kernels(3), _seeded_block_kernels(3)
+    for name in first:
+        np.testing.assert_array_equal(first[name], second[name], err_msg=name)
 
 
 @pytest.mark.parametrize("norm_position", NORM_POSITIONS)

@@ -6,13 +6,22 @@ shrinks like 1/sqrt(L) with the depth L for Pre-LN and does not shrink for
 Post-LN. Measured with `ffn_gradient_norms_at_init` (cross-entropy over a
 random vocabulary projection, random inputs and targets).
 
-Margins were set from measurements here (keras3 runtime):
-- tiny width (d=32, 2 heads, dff 64, seq 8, batch 8), seeds 0-5: depth-2 /
-  depth-16 last-layer ratio 2.12-2.88 for Pre-LN, 0.76-1.04 for Post-LN;
-  Pre-LN 16-layer last/first 0.21-0.29.
+Margins were set from measurements here, the same in every runtime (keras3,
+legacy tf_keras, tf29); docs/experiments.md has the per-runtime figures:
+- tiny width (d=32, 2 heads, dff 64, seq 8, batch 8), seed 0: depth-2 /
+  depth-16 last-layer ratio 2.25-2.88 for Pre-LN, 0.71-0.94 for Post-LN;
+  Pre-LN 16-layer last/first 0.24-0.29.
 - the paper-like setting (d=64, 4 heads, dff 256, seq 16, batch 16), seeds
-  0-2: Pre-LN 2.12-2.37, Post-LN 0.56-0.71; 12-layer last/first 0.27-0.34
-  (Pre-LN) and 0.81-0.93 (Post-LN).
+  0-15 in each runtime: Pre-LN 1.82-2.73, Post-LN 0.49-0.96.
+- 12-layer profiles, seeds 0-15 per runtime: Pre-LN last/first 0.24-0.40,
+  top/bottom half 0.46-0.62, on every draw. Post-LN's profile varies much
+  more from one initialisation to the next: last/first 0.34-2.04 (tf29),
+  0.48-1.34 (legacy), 0.64-1.41 (keras3), 0.34-1.59 over 40 draws of plain
+  NumPy glorot weights (the runtimes compute identical gradients from
+  identical weights). About one draw in six falls outside the "roughly
+  flat" margins below (7 of the 48 runtime draws, 7 of the 40 NumPy ones),
+  so the profile test averages DRAWS initialisations per seed: Post-LN
+  last/first 0.65-1.06, top/bottom 0.80-1.06 across runtimes.
 """
 
 from __future__ import annotations
@@ -56,22 +65,38 @@ def test_last_layer_gradient_shrinks_with_depth_for_pre_ln_only():
     assert_depth_effect(depth_profiles(seed=0, sizes=TINY))
 
 
-# Slow, and margins calibrated in the keras3 runtime: under Keras 2 (tf_keras,
-# TF 2.9) the paper-width Pre-LN effect is weaker (depth ratio 1.60-1.68,
-# 12-layer last/first 0.51-0.59 against 0.27-0.34 in Keras 3; probably Keras
-# 2's different fan-in for MultiHeadAttention's 3-D kernels), while the
-# tiny-width test above holds in all runtimes.
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_depth_effect_at_paper_like_width(seed):
     assert_depth_effect(depth_profiles(seed=seed, sizes=PAPER_LIKE))
 
 
+#: Initialisations averaged per seed in the 12-layer profile test.
+DRAWS = 4
+
+
+def mean_profile(num_layers, position, seed):
+    """Gradient norms per layer, averaged over DRAWS initialisations.
+
+    Xiong et al.'s result is about the expectation over initialisations;
+    seed `s` averages seeds `DRAWS * s ... DRAWS * s + DRAWS - 1`.
+    """
+    return np.mean(
+        [
+            ffn_gradient_norms_at_init(
+                num_layers, position, seed=DRAWS * seed + draw, **PAPER_LIKE
+            )
+            for draw in range(DRAWS)
+        ],
+        axis=0,
+    )
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_twelve_layer_profiles(seed):
-    pre = ffn_gradient_norms_at_init(12, "pre", seed=seed, **PAPER_LIKE)
-    post = ffn_gradient_norms_at_init(12, "post", seed=seed, **PAPER_LIKE)
+    pre = mean_profile(12, "pre", seed)
+    post = mean_profile(12, "post", seed)
     # Pre-LN falls from the first layer to the last, and its top half gets
     # less gradient than its bottom half.
     assert pre[-1] / pre[0] < 0.5, pre

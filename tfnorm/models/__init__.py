@@ -5,6 +5,8 @@ from __future__ import annotations
 from tfnorm.models.builders import build_classifier, build_encoder, encoder_layer
 from tfnorm.models.convert import replace_norms
 from tfnorm.models.encoder_block import NORM_POSITIONS, TransformerEncoderBlock
+from tfnorm.models.encoder_model import EncoderModel
+from tfnorm.models.matrix_initializer import MatrixInitializer
 from tfnorm.models.text_layers import (
     PaddingMask,
     SequencePooling,
@@ -12,6 +14,8 @@ from tfnorm.models.text_layers import (
 )
 
 __all__ = [
+    "EncoderModel",
+    "MatrixInitializer",
     "NORM_POSITIONS",
     "PaddingMask",
     "SequencePooling",

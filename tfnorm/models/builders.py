@@ -10,6 +10,7 @@ from tfnorm.models.encoder_block import (
     _validate_rate,
     validate_norm_position,
 )
+from tfnorm.models.encoder_model import EncoderModel
 from tfnorm.models.text_layers import (
     PaddingMask,
     SequencePooling,
@@ -43,24 +44,31 @@ def encoder_layer(
 ):
     """One encoder layer as a functional `keras.Model`.
 
-    The model maps `[sequence, padding_mask]` (shapes `(batch, seq,
-    d_model)` and `(batch, seq)`, the mask 1 for real tokens and 0 for
-    padding) to `(batch, seq, d_model)`. With `with_padding_mask=False` it
-    takes the sequence alone and honours its implicit Keras mask, if any.
-    Inside is one `TransformerEncoderBlock` named `"block"`.
+    The model maps a sequence `(batch, seq, d_model)` to the same shape.
+    Call it with the sequence alone (every position is real, unless the
+    sequence carries an implicit Keras mask, e.g. from
+    `Embedding(mask_zero=True)`, which is then honoured and passed on) or
+    with `[sequence, padding_mask]`, the mask `(batch, seq)`, 1 for real
+    tokens and 0 for padding. It is a `tfnorm.models.EncoderModel` with the
+    inputs `sequence` and `padding_mask`; with `with_padding_mask=False` it
+    is a plain functional model of the sequence alone. Inside is one
+    `TransformerEncoderBlock` named `"block"`.
 
     Example:
 
     >>> import numpy as np, tfnorm
     >>> layer = tfnorm.encoder_layer(32, 4, 64, norm_position="post")
-    >>> x, mask = np.zeros((2, 7, 32), "float32"), np.ones((2, 7), "float32")
+    >>> x = np.zeros((2, 7, 32), "float32")
+    >>> layer(x).shape
+    TensorShape([2, 7, 32])
+    >>> mask = np.array([[1] * 7, [1] * 4 + [0] * 3], "float32")
     >>> layer([x, mask]).shape
     TensorShape([2, 7, 32])
 
     Args:
         d_model, num_heads, dff, dropout_rate: as `TransformerEncoderBlock`.
-        with_padding_mask: bool, whether the model has a padding-mask input.
-            Defaults to `True`.
+        with_padding_mask: bool, whether the model has a (then optional)
+            padding-mask input. Defaults to `True`.
         seq_len: int or None, the static sequence length of the inputs.
             Defaults to `None` (any length).
         name: the model name. Defaults to `"encoder_layer"`.
@@ -70,7 +78,8 @@ def encoder_layer(
             `num_layers_total`).
 
     Returns:
-        A `keras.Model`.
+        A `tfnorm.models.EncoderModel` (a functional `keras.Model`; a plain
+        one with `with_padding_mask=False`).
     """
     block = TransformerEncoderBlock(
         d_model, num_heads, dff, dropout_rate, name="block", **block_options
@@ -79,7 +88,7 @@ def encoder_layer(
     if padding_mask is None:
         return keras.Model(sequence, block(sequence), name=name)
     outputs = block(sequence, padding_mask=padding_mask)
-    return keras.Model([sequence, padding_mask], outputs, name=name)
+    return EncoderModel([sequence, padding_mask], outputs, name=name)
 
 
 def _layer_epsilons(epsilon, num_layers):
@@ -114,8 +123,10 @@ def build_encoder(
 ):
     """A stack of `num_layers` Transformer encoder blocks as a `keras.Model`.
 
-    Inputs and outputs as `encoder_layer`: `[sequence, padding_mask]` →
-    `(batch, seq, d_model)`. Blocks are named `block_0 ... block_{L-1}`;
+    Inputs and outputs as `encoder_layer`: the sequence alone or
+    `[sequence, padding_mask]` → `(batch, seq, d_model)`; without a padding
+    mask every position is real unless the sequence carries an implicit
+    Keras mask. Blocks are named `block_0 ... block_{L-1}`;
     the optional final norm is `final_norm`, so TensorBoard shows paths like
     `encoder/block_3/attention_norm`.
 
@@ -134,6 +145,12 @@ def build_encoder(
 
     >>> import numpy as np, tfnorm
     >>> encoder = tfnorm.build_encoder(2, 32, 4, 64, norm_position="pre")
+    >>> x = np.zeros((2, 8, 32), "float32")
+    >>> encoder(x).shape
+    TensorShape([2, 8, 32])
+    >>> mask = np.array([[1] * 8, [1] * 5 + [0] * 3], "float32")
+    >>> encoder([x, mask]).shape
+    TensorShape([2, 8, 32])
     >>> [layer.name for layer in encoder.layers[2:]]
     ['block_0', 'block_1', 'final_norm']
 
@@ -150,8 +167,8 @@ def build_encoder(
             `index -> float`. Defaults to `None` (the norm's default).
         final_norm: None (automatic, see above), True or False. Defaults to
             `None`.
-        with_padding_mask: bool, whether the model has a padding-mask input.
-            Defaults to `True`.
+        with_padding_mask: bool, whether the model has a (then optional)
+            padding-mask input. Defaults to `True`.
         seq_len: int or None, the static sequence length. Defaults to
             `None`.
         name: the model name. Defaults to `"encoder"`.
@@ -160,7 +177,8 @@ def build_encoder(
             `kernel_initializer`).
 
     Returns:
-        A `keras.Model`.
+        A `tfnorm.models.EncoderModel` (a functional `keras.Model`; a plain
+        one with `with_padding_mask=False`).
     """
     num_layers = _validate_positive_int("num_layers", num_layers)
     norm_position = validate_norm_position(norm_position)
@@ -191,8 +209,9 @@ def build_encoder(
         x = block(x) if padding_mask is None else block(x, padding_mask=padding_mask)
     if final_norm:
         x = get_norm(norm, epsilon=epsilons[-1], name="final_norm")(x)
-    inputs = sequence if padding_mask is None else [sequence, padding_mask]
-    return keras.Model(inputs, x, name=name)
+    if padding_mask is None:
+        return keras.Model(sequence, x, name=name)
+    return EncoderModel([sequence, padding_mask], x, name=name)
 
 
 def build_classifier(

@@ -13,6 +13,7 @@ from tfnorm._keras import (
     tf,
 )
 from tfnorm.layers.factory import get_norm
+from tfnorm.models.matrix_initializer import MatrixInitializer
 
 NORM_POSITIONS = ("post", "pre", "sandwich", "deepnorm")
 
@@ -52,6 +53,12 @@ def deepnorm_alpha(num_layers_total):
 def deepnorm_beta(num_layers_total):
     """DeepNet's initialisation gain β = (8L)^(-1/4) for an L-layer encoder."""
     return (8.0 * num_layers_total) ** -0.25
+
+
+def _initializer_seed(config):
+    # The integer seed of a serialised initializer, or None.
+    seed = config.get("config", {}).get("seed") if isinstance(config, dict) else None
+    return seed if is_int(seed) else None
 
 
 def _serializable_norm_spec(norm):
@@ -143,7 +150,12 @@ class TransformerEncoderBlock(Layer):
             between the FFN's two Dense layers. None means `dropout_rate`.
             Defaults to `None`.
         kernel_initializer: initializer of the attention and FFN kernels
-            (each sublayer gets its own copy). Defaults to
+            (each sublayer gets its own copy). Each attention projection
+            is drawn as the `(d_model, d_model)` matrix it stands for
+            (`tfnorm.models.MatrixInitializer`), so fans and the resulting
+            scale are the same in every Keras version. A seeded
+            initializer gives each of the six kernels its own seed
+            (`seed + i`), so no two start equal. Defaults to
             `"glorot_uniform"`.
         num_layers_total: int or None, the depth `L` of the whole encoder;
             required by `"deepnorm"` (for α and β), ignored otherwise.
@@ -226,10 +238,19 @@ class TransformerEncoderBlock(Layer):
 
     # -- construction -----------------------------------------------------
 
-    def _clone_initializer(self):
-        return keras.initializers.get(
-            keras.initializers.serialize(self.kernel_initializer)
-        )
+    def _clone_initializer(self, index=0):
+        """A copy of `kernel_initializer` for the block's kernel number `index`.
+
+        A seeded initializer's copies would all repeat its seed, giving
+        equally shaped kernels the same values; kernel `index` gets
+        `seed + index` instead (0-3 attention query, key, value, output;
+        4 and 5 the FFN kernels).
+        """
+        config = keras.initializers.serialize(self.kernel_initializer)
+        seed = _initializer_seed(config)
+        if seed is not None:
+            config = dict(config, config=dict(config["config"], seed=seed + index))
+        return keras.initializers.get(config)
 
     def _make_norm(self, name):
         return get_norm(
@@ -262,22 +283,48 @@ class TransformerEncoderBlock(Layer):
             build_sublayer(norm, shape)
             setattr(self, name, norm)
 
+        # Each projection is a d_model x d_model matrix (num_heads * key_dim
+        # == d_model) stored as a 3-D kernel; drawing it as that matrix gives
+        # the fans, hence the scale, every Keras version agrees on.
         self.attention = keras.layers.MultiHeadAttention(
             num_heads=self.num_heads,
             key_dim=self.key_dim,
             dropout=attention_rate,
-            kernel_initializer=self._clone_initializer(),
+            kernel_initializer=MatrixInitializer(
+                self._clone_initializer(), (self.d_model, self.d_model)
+            ),
             dtype=policy,
             name="attention",
         )
         build_attention(self.attention, shape, shape)
+        seed = _initializer_seed(keras.initializers.serialize(self.kernel_initializer))
+        if seed is not None:
+            # MultiHeadAttention copies its one initializer to all four
+            # projections, so a seeded one gives query, key, value and
+            # output the same matrix in Keras 3 and tf_keras; draw the last
+            # three again with their own seeds.
+            for index, dense in enumerate(
+                (
+                    self.attention._key_dense,
+                    self.attention._value_dense,
+                    self.attention._output_dense,
+                ),
+                start=1,
+            ):
+                initializer = MatrixInitializer(
+                    self._clone_initializer(index), (self.d_model, self.d_model)
+                )
+                with tf.init_scope():
+                    dense.kernel.assign(
+                        initializer(dense.kernel.shape, dtype=dense.kernel.dtype)
+                    )
         self.attention_dropout_layer = keras.layers.Dropout(
             rate, dtype=policy, name="attention_dropout"
         )
         self.ffn_inner = keras.layers.Dense(
             self.dff,
             activation=self.activation,
-            kernel_initializer=self._clone_initializer(),
+            kernel_initializer=self._clone_initializer(4),
             dtype=policy,
             name="ffn_inner",
         )
@@ -287,7 +334,7 @@ class TransformerEncoderBlock(Layer):
         )
         self.ffn_output = keras.layers.Dense(
             self.d_model,
-            kernel_initializer=self._clone_initializer(),
+            kernel_initializer=self._clone_initializer(5),
             dtype=policy,
             name="ffn_output",
         )

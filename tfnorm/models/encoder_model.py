@@ -1,0 +1,84 @@
+"""`EncoderModel`: a functional encoder whose padding-mask input is optional."""
+
+from __future__ import annotations
+
+from tfnorm._keras import keras, padding_mask_like, register_model_class
+
+
+@register_model_class
+class EncoderModel(keras.Model):
+    """A functional model of `(sequence, padding_mask)` that also takes `sequence` alone.
+
+    `tfnorm.encoder_layer` and `tfnorm.build_encoder` return this class.
+    It is an ordinary functional `keras.Model` with two inputs, `sequence`
+    `(batch, seq, d_model)` and `padding_mask` `(batch, seq)` (1 for real
+    tokens, 0 for padding), plus one convenience: called with the sequence
+    alone, it fills in the padding mask itself, as keras-hub's
+    `TransformerEncoder(x, padding_mask=None)` does:
+
+    ```
+    model(x)                 padding_mask = implicit Keras mask of x, if any,
+                             else all ones (every position is real)
+    model([x, padding_mask]) as given
+    ```
+
+    The implicit mask of `x` (e.g. from `Embedding(mask_zero=True)`) is
+    passed on to the output in both forms. Saving and reloading keep both
+    call forms (the class is registered as `tfnorm>EncoderModel`).
+
+    Example:
+
+    >>> import numpy as np, tfnorm
+    >>> encoder = tfnorm.build_encoder(2, 32, 4, 64)
+    >>> encoder(np.zeros((2, 8, 32), "float32")).shape
+    TensorShape([2, 8, 32])
+    """
+
+    # The two-input spec would reject the one-tensor form before `call`
+    # could complete it; the blocks check the sequence's shape themselves.
+    @property
+    def input_spec(self):
+        return None
+
+    @input_spec.setter
+    def input_spec(self, value):
+        pass
+
+    def _with_padding_mask(self, inputs, mask):
+        """`(inputs, mask)` in the two-input form the graph was built for."""
+        if isinstance(inputs, dict):
+            if "sequence" not in inputs:
+                raise ValueError(
+                    f"{self.name} takes a dict with the keys 'sequence' and, "
+                    f"optionally, 'padding_mask'. Received: keys {sorted(inputs)}"
+                )
+            if "padding_mask" in inputs:
+                return [inputs["sequence"], inputs["padding_mask"]], mask
+            inputs = inputs["sequence"]
+        elif isinstance(inputs, (list, tuple)):
+            if len(inputs) == 2:
+                return list(inputs), mask
+            if len(inputs) != 1:
+                raise ValueError(
+                    f"{self.name} takes a sequence or [sequence, padding_mask]. "
+                    f"Received: {len(inputs)} inputs"
+                )
+            inputs = inputs[0]
+        if isinstance(mask, (list, tuple)):
+            mask = mask[0] if mask else None
+        return [inputs, padding_mask_like(inputs, mask)], [mask, None]
+
+    def call(self, inputs, training=None, mask=None):
+        inputs, mask = self._with_padding_mask(inputs, mask)
+        return super().call(inputs, training=training, mask=mask)
+
+    def compute_output_spec(self, inputs, training=None, mask=None):
+        # Keras 3 builds symbolic calls from here instead of `call`.
+        inputs, mask = self._with_padding_mask(inputs, mask)
+        return super().compute_output_spec(inputs, training=training, mask=mask)
+
+    def compute_mask(self, inputs, mask=None):
+        # Every block passes the sequence's implicit mask on unchanged.
+        if isinstance(mask, (list, tuple)):
+            return mask[0] if mask else None
+        return mask
