@@ -8,10 +8,12 @@ PYTEST_ARGS ?= -x -q
 
 .PHONY: venv test test-container test-slow test-legacy test-tf29 test-compat lint format bench demo system-deps clean
 
+# The bench extra (keras-hub) is installed too: bench/encoder.py and the
+# keras-hub conversion test of tests/models/test_convert.py use it.
 $(INSTALLED): setup.cfg pyproject.toml tools/constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -c tools/constraints.txt -e ".[cpu,legacy,dev]"
+	$(PY) -m pip install -q -c tools/constraints.txt -e ".[cpu,legacy,dev,bench]"
 	touch $(INSTALLED)
 
 venv: $(INSTALLED)
@@ -56,7 +58,6 @@ format: venv
 # Ratios against Keras's built-ins and keras-hub (the `bench` extra); see
 # docs/benchmarks.md for the recorded figures.
 bench: venv
-	$(PY) -m pip install -q -c tools/constraints.txt -e ".[bench]"
 	$(PY) bench/norms.py
 	$(PY) bench/encoder.py
 
