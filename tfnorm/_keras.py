@@ -14,6 +14,7 @@ testing versions itself.
 
 from __future__ import annotations
 
+import inspect
 import os
 
 from tfnorm._tf_check import check_tensorflow
@@ -104,8 +105,26 @@ def add_weight(
         "constraint": constraint,
         "trainable": trainable,
     }
-    kwargs["autocast" if IS_KERAS_3 else "experimental_autocast"] = autocast
-    return layer.add_weight(**kwargs)
+    if not IS_KERAS_3:
+        return layer.add_weight(experimental_autocast=autocast, **kwargs)
+    if _ADD_WEIGHT_TAKES_AUTOCAST:
+        return layer.add_weight(autocast=autocast, **kwargs)
+    # Keras 3.0.x (TensorFlow 2.16's GPU Jupyter image) has the switch on the
+    # variable only.
+    variable = layer.add_weight(**kwargs)
+    variable._autocast = autocast
+    return variable
+
+
+def _add_weight_takes_autocast():
+    try:
+        parameters = inspect.signature(keras.layers.Layer.add_weight).parameters
+    except (TypeError, ValueError):
+        return True
+    return "autocast" in parameters
+
+
+_ADD_WEIGHT_TAKES_AUTOCAST = IS_KERAS_3 and _add_weight_takes_autocast()
 
 
 def keep_input_dtype(layer):

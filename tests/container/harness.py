@@ -219,10 +219,14 @@ class Project:
     # --- JupyterLab -----------------------------------------------------------
 
     def wait_for_token(self, timeout=180):
+        """The token of the latest start: a restart prints a new one while
+        the log still holds the old one."""
+        previous = self.token
+
         def token():
             logs = self.compose("logs lab", check=False).stdout
             found = re.findall(r"token=([0-9a-f]{16,})", logs)
-            return found[-1] if found else None
+            return found[-1] if found and found[-1] != previous else None
 
         self.token = wait_for(token, timeout, "the token in `docker compose logs lab`")
         wait_for(
@@ -255,7 +259,7 @@ class Project:
             body=body,
             headers={"Authorization": f"token {self.token}"},
         )
-        assert status in (200, 201), f"{method} {path}: {status} {payload[:500]!r}"
+        assert status in (200, 201, 204), f"{method} {path}: {status} {payload[:500]!r}"
         return json.loads(payload) if payload else None
 
     # --- SSH -----------------------------------------------------------------
