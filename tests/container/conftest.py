@@ -10,15 +10,14 @@ At the end pytest prints a table of every check and the time of each phase.
 
 from __future__ import annotations
 
-import contextlib
 import os
-import time
 
 import pytest
 
+from tests.container.harness import PHASES
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 _checks = []
-_phases = []
 
 
 def pytest_collection_modifyitems(config, items):
@@ -36,18 +35,8 @@ def pytest_runtest_logreport(report):
         _checks.append((report.nodeid.split("::")[-1], report.outcome, report.duration))
 
 
-@contextlib.contextmanager
-def phase(name):
-    """Times one phase of the run for the closing table."""
-    start = time.monotonic()
-    try:
-        yield
-    finally:
-        _phases.append((name, time.monotonic() - start))
-
-
 def pytest_terminal_summary(terminalreporter):
-    if not _checks and not _phases:
+    if not _checks and not PHASES:
         return
     write = terminalreporter.write_line
     terminalreporter.section("container checks")
@@ -55,8 +44,8 @@ def pytest_terminal_summary(terminalreporter):
     for name, outcome, duration in _checks:
         write(f"  {name:<{width}}  {outcome:<7}  {duration:7.1f}s")
     terminalreporter.section("container phases")
-    width = max(len(name) for name, _ in _phases) if _phases else 10
-    for name, seconds in _phases:
+    width = max(len(name) for name, _ in PHASES) if PHASES else 10
+    for name, seconds in PHASES:
         write(f"  {name:<{width}}  {seconds:7.1f}s")
 
 

@@ -9,6 +9,7 @@ TensorBoard's HTTP API. Only ports of 127.0.0.1 are used.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -28,6 +29,45 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SANDBOX_OVERRIDE = os.path.join(HERE, "compose.sandbox.yml")
 STANDIN = "localhost/tfnorm-test/tensorflow:{}"
 CLONE_UID = 1000  # the image's TFNORM_UID default
+
+
+PHASES = []  # (name, seconds), printed by conftest.py at the end
+
+
+@contextlib.contextmanager
+def phase(name):
+    """Times one phase of the run for the closing table."""
+    start = time.monotonic()
+    try:
+        yield
+    finally:
+        PHASES.append((name, time.monotonic() - start))
+
+
+@contextlib.contextmanager
+def started_project(root, standin, tag, name, down="down --volumes --timeout 20"):
+    """A clone set up with the README's quick start on the stand-in base
+    `tag` (tools/container/build-standins.sh `standin`); `down` at the end."""
+    with phase(f"stand-in base {tag}"):
+        subprocess.run(
+            [os.path.join(REPO, "tools", "container", "build-standins.sh"), standin],
+            check=True,
+        )
+    project = Project(
+        root,
+        name=name,
+        base_image=STANDIN.format(tag),
+        image=f"localhost/tfnorm-test/lab:{standin}",
+    )
+    project.setup()
+    try:
+        with phase(f"README quick start on {tag} (build, up, token)"):
+            project.readme_outputs = project.run_readme_setup()
+            project.wait_for_token()
+        yield project
+    finally:
+        with phase(f"{down} ({tag})"):
+            project.compose(down, check=False)
 
 
 def free_port():

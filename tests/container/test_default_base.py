@@ -19,45 +19,31 @@ import time
 
 import pytest
 
-from tests.container.conftest import phase
 from tests.container.harness import (
     REPO,
-    STANDIN,
     Kernel,
-    Project,
     readme_block,
+    started_project,
     wait_for,
 )
+from tests.docker.conftest import CHROMIUM, headless_chromium
 
 NOTEBOOKS = sorted(pathlib.Path(REPO, "notebooks").glob("*.ipynb"))
-CHROMIUM = "/usr/bin/chromium"
+
 UID = 1000  # the image's TFNORM_UID default
 
 
 @pytest.fixture(scope="module")
 def project(engine, tmp_path_factory):
-    with phase("stand-in base tf 2.9.0"):
-        subprocess.run(
-            [os.path.join(REPO, "tools", "container", "build-standins.sh"), "tf29"],
-            check=True,
-        )
-    running = Project(
-        str(tmp_path_factory.mktemp("tf29")),
-        name="tfnormct29",
-        base_image=STANDIN.format("2.9.0-gpu-jupyter"),
-        image="localhost/tfnorm-test/lab:tf29",
-    )
-    running.setup()
-    try:
-        with phase("README quick start (build, up, token)"):
-            running.readme_outputs = running.run_readme_setup()
-            running.wait_for_token()
+    root = str(tmp_path_factory.mktemp("tf29"))
+    with started_project(
+        root,
+        "tf29",
+        "2.9.0-gpu-jupyter",
+        "tfnormct29",
+        down="--profile multiworker down --volumes --timeout 20",
+    ) as running:
         yield running
-    finally:
-        with phase("down (tf29)"):
-            running.compose(
-                "--profile multiworker down --volumes --timeout 20", check=False
-            )
 
 
 def _readme_output(project, prefix):
@@ -166,24 +152,7 @@ def test_chromium_shows_notebook_01_executed_in_jupyterlab(project, tmp_path):
         f"executed_01_quickstart.ipynb?token={project.token}"
     )
     browser = subprocess.run(
-        [
-            CHROMIUM,
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--hide-scrollbars",
-            f"--user-data-dir={tmp_path / 'profile'}",
-            "--window-size=1400,900",
-            "--virtual-time-budget=30000",
-            f"--screenshot={screenshot}",
-            "--dump-dom",
-            url,
-        ],
+        headless_chromium(tmp_path / "profile", "1400,900", 30000, screenshot, url),
         capture_output=True,
         text=True,
         timeout=180,

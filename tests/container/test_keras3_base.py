@@ -8,38 +8,18 @@ Jupyter at its release-week versions) built by tools/container/build-standins.sh
 from __future__ import annotations
 
 import json
-import os
 import pathlib
-import subprocess
 
 import pytest
 
-from tests.container.conftest import phase
-from tests.container.harness import REPO, STANDIN, Kernel, Project
+from tests.container.harness import Kernel, started_project
 
 
 @pytest.fixture(scope="module")
 def project(engine, tmp_path_factory):
-    with phase("stand-in base tf 2.16.1"):
-        subprocess.run(
-            [os.path.join(REPO, "tools", "container", "build-standins.sh"), "tf216"],
-            check=True,
-        )
-    running = Project(
-        str(tmp_path_factory.mktemp("tf216")),
-        name="tfnormct216",
-        base_image=STANDIN.format("2.16.1-gpu-jupyter"),
-        image="localhost/tfnorm-test/lab:tf216",
-    )
-    running.setup()
-    try:
-        with phase("README quick start on 2.16.1 (build, up, token)"):
-            running.run_readme_setup()
-            running.wait_for_token()
+    root = str(tmp_path_factory.mktemp("tf216"))
+    with started_project(root, "tf216", "2.16.1-gpu-jupyter", "tfnormct216") as running:
         yield running
-    finally:
-        with phase("down (tf216)"):
-            running.compose("down --volumes --timeout 20", check=False)
 
 
 def test_keras3_image_builds_and_pip_check_passes(project):

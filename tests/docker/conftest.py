@@ -90,3 +90,32 @@ def load_entrypoint():
 @pytest.fixture(scope="session")
 def entrypoint():
     return load_entrypoint()
+
+
+CHROMIUM = "/usr/bin/chromium"
+
+
+def headless_chromium(profile, window_size, budget_ms, screenshot, url):
+    """Headless Chromium that dumps the DOM and saves a screenshot of `url`.
+
+    Virtual time lets the page settle without a fixed wait; the flags keep
+    it from calling anyone (this machine has no network but loopback).
+    """
+    return [
+        CHROMIUM,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--hide-scrollbars",
+        f"--user-data-dir={profile}",
+        f"--window-size={window_size}",
+        f"--virtual-time-budget={budget_ms}",
+        f"--screenshot={screenshot}",
+        "--dump-dom",
+        url,
+    ]

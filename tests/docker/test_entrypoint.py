@@ -32,10 +32,17 @@ import urllib.request
 import pytest
 
 from tests.conftest import REPO
-from tests.docker.conftest import find_tool, free_port, require_sbin, require_tool
+from tests.docker.conftest import (
+    CHROMIUM,
+    find_tool,
+    free_port,
+    headless_chromium,
+    require_sbin,
+    require_tool,
+)
 
 SSHD = "/usr/sbin/sshd"
-CHROMIUM = "/usr/bin/chromium"
+
 HEALTHCHECK = os.path.join(REPO, "docker", "healthcheck.sh")
 # Stands in for CUDA's library path, to see it reach SSH sessions.
 FAKE_LD_LIBRARY_PATH = "/usr/local/cuda/lib64:/usr/local/nvidia/lib64"
@@ -657,30 +664,13 @@ def test_chromium_shows_the_jupyterlab_interface(lab, tmp_path):
 
     Set TFNORM_SCREENSHOT_OUT=docs/jupyterlab.png to keep the picture.
     """
-    chromium = require_sbin(CHROMIUM, "install chromium (tools/apt-packages.txt)")
+    require_sbin(CHROMIUM, "install chromium (tools/apt-packages.txt)")
     url = f"http://127.0.0.1:{lab.jupyter_port}/lab?token={lab.token}"
     screenshot = tmp_path / "jupyterlab.png"
     # One browser run both prints the DOM after the app has loaded and saves
     # the screenshot (virtual time lets the page settle without a fixed wait).
     browser = subprocess.run(
-        [
-            chromium,
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--hide-scrollbars",
-            f"--user-data-dir={tmp_path / 'profile'}",
-            "--window-size=1280,800",
-            "--virtual-time-budget=15000",
-            f"--screenshot={screenshot}",
-            "--dump-dom",
-            url,
-        ],
+        headless_chromium(tmp_path / "profile", "1280,800", 15000, screenshot, url),
         capture_output=True,
         text=True,
         timeout=120,
