@@ -59,6 +59,13 @@ def started_project(root, standin, tag, name, down="down --volumes --timeout 20"
         base_image=STANDIN.format(tag),
         image=f"localhost/tfnorm-test/lab:{standin}",
     )
+    # `docker compose up` builds only a missing image: remove the one an
+    # earlier run built, so this run tests this tree (the layer cache stays).
+    subprocess.run(
+        ["podman", "image", "rm", "--force", project.image],
+        check=False,
+        capture_output=True,
+    )
     project.setup()
     try:
         with phase(f"README quick start on {tag} (build, up, token)"):
