@@ -68,8 +68,26 @@ def test_missing_required_variable_fails_with_a_clear_message(tmp_path):
     assert "cp .env.example .env" in result.stderr
 
 
-def test_default_profile_runs_lab_and_tensorboard_only():
-    assert sorted(resolved()["services"]) == ["lab", "tensorboard"]
+def test_default_profile_runs_lab_and_tensorboard_after_prepare():
+    services = resolved()["services"]
+    assert sorted(services) == ["lab", "prepare", "tensorboard"]
+    # Only the one-shot `prepare` starts as root (the entrypoint drops to the
+    # image's user after handing it the engine-created mount points).
+    assert services["prepare"]["user"] == "root"
+    assert services["prepare"]["command"] == ["true"]
+    assert "user" not in services["lab"] and "user" not in services["tensorboard"]
+    assert services["lab"]["depends_on"]["prepare"]["condition"] == (
+        "service_completed_successfully"
+    )
+
+
+def test_only_lab_builds_the_image_the_others_reuse_it():
+    services = resolved("multiworker")["services"]
+    assert [name for name, service in services.items() if "build" in service] == ["lab"]
+    assert len({service["image"] for service in services.values()}) == 1
+    for name, service in services.items():
+        if name != "lab":
+            assert service["pull_policy"] == "never", name
 
 
 def test_lab_reserves_all_gpus_by_default_and_gpu_count_is_configurable(config):
