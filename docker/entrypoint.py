@@ -24,9 +24,12 @@ container's restart policy applies.
 Any other command (`entrypoint.py tensorboard --logdir ...`) runs as the
 workload user in place of the entrypoint.
 
-Started as root (e.g. `docker run -u 0`, or a test on a host), the entrypoint
-hands the runtime and host-key directories to `TFNORM_USER` and drops to that
-user first; JupyterLab and sshd never run as root.
+Started as root (compose's one-shot `prepare` service, `docker run -u 0`, or a
+test on a host), the entrypoint gives the runtime and host-key directories
+themselves (never their entries) and empty root-owned workspace mount points
+to `TFNORM_USER`, following no symbolic link, then drops to that user for
+good; JupyterLab and sshd never run as root. A workspace folder the user
+cannot write is named in the log with its fix.
 
 Every path is an environment variable, so the same code runs on a host in
 tests. Python 3.8 compatible (the 2.9 image's Python); standard library only.
