@@ -242,10 +242,13 @@ def test_mirrored_on_two_devices_follows_the_one_device_trajectory():
     # measured at most 2.4e-7 relative over these 12 steps in all three
     # runtimes. 2e-5 leaves ~80x margin and is far below what a real
     # difference gives: clipping each replica's share separately (Keras 3's
-    # own behaviour, corrected by tfnorm's optimizers) gives 9e-2, and the
-    # step-to-step change is above 1e-3.
-    np.testing.assert_allclose(two, one, rtol=2e-5)
-    assert np.min(np.abs(np.diff(one)) / one[:-1]) > 1e-3
+    # own behaviour, corrected by tfnorm's optimizers) gives 9e-2. The guard
+    # below keeps the tolerance meaningful: every step moves the loss by more
+    # than 25x the tolerance (the smallest step measured since attention
+    # kernels get the same init in every runtime: 9.8e-4, tf_keras).
+    rtol = 2e-5
+    np.testing.assert_allclose(two, one, rtol=rtol)
+    assert np.min(np.abs(np.diff(one)) / one[:-1]) > 25 * rtol
 
 
 # ------------------------------------ MultiWorkerMirroredStrategy, 2 processes
