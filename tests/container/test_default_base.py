@@ -13,8 +13,6 @@ import json
 import os
 import pathlib
 import shutil
-import struct
-import subprocess
 import time
 
 import pytest
@@ -26,7 +24,7 @@ from tests.container.harness import (
     started_project,
     wait_for,
 )
-from tests.docker.conftest import CHROMIUM, headless_chromium
+from tests.docker.conftest import CHROMIUM, jupyterlab_screenshot
 
 NOTEBOOKS = sorted(pathlib.Path(REPO, "notebooks").glob("*.ipynb"))
 
@@ -146,27 +144,16 @@ def test_chromium_shows_notebook_01_executed_in_jupyterlab(project, tmp_path):
         headers={"Authorization": f"token {project.token}"},
     )
     assert status == 200, "notebook 01 was not executed and saved first"
-    screenshot = tmp_path / "jupyterlab.png"
     url = (
         f"http://127.0.0.1:{project.lab_port}/lab/tree/notebooks/"
         f"executed_01_quickstart.ipynb?token={project.token}"
     )
-    browser = subprocess.run(
-        headless_chromium(tmp_path / "profile", "1400,900", 30000, screenshot, url),
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    dom = browser.stdout
-    assert "jp-LabShell" in dom, dom[-2000:] + browser.stderr[-2000:]
+    dom, png = jupyterlab_screenshot(url, tmp_path, 1400, 900, 30000, timeout=180)
     assert "jp-Notebook" in dom and "jp-OutputArea-output" in dom
-    png = screenshot.read_bytes()
-    assert png[:8] == b"\x89PNG\r\n\x1a\n"
-    assert struct.unpack(">II", png[16:24]) == (1400, 900)
     assert len(png) > 40_000, f"the screenshot looks blank ({len(png)} bytes)"
     target = os.environ.get("TFNORM_SCREENSHOT_OUT")
     if target:
-        shutil.copyfile(screenshot, os.path.join(REPO, target))
+        shutil.copyfile(tmp_path / "jupyterlab.png", os.path.join(REPO, target))
 
 
 def test_ssh_takes_the_key_and_refuses_passwords_and_root(project):

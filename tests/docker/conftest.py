@@ -13,6 +13,8 @@ import importlib.util
 import os
 import shutil
 import socket
+import struct
+import subprocess
 import sys
 
 import pytest
@@ -119,3 +121,24 @@ def headless_chromium(profile, window_size, budget_ms, screenshot, url):
         "--dump-dom",
         url,
     ]
+
+
+def jupyterlab_screenshot(url, tmp_path, width, height, budget_ms, timeout):
+    """Opens JupyterLab at `url` in headless Chromium; returns (DOM, PNG bytes)
+    after checking Lab's shell rendered and the PNG has the window's size."""
+    screenshot = tmp_path / "jupyterlab.png"
+    browser = subprocess.run(
+        headless_chromium(
+            tmp_path / "profile", f"{width},{height}", budget_ms, screenshot, url
+        ),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    dom = browser.stdout
+    assert "jp-LabShell" in dom, dom[-2000:] + browser.stderr[-2000:]
+    assert screenshot.exists(), browser.stderr[-2000:]
+    png = screenshot.read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    assert struct.unpack(">II", png[16:24]) == (width, height)  # the IHDR chunk
+    return dom, png

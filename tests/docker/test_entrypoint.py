@@ -21,7 +21,6 @@ import shutil
 import signal
 import socket
 import stat
-import struct
 import subprocess
 import sys
 import tempfile
@@ -36,7 +35,7 @@ from tests.docker.conftest import (
     CHROMIUM,
     find_tool,
     free_port,
-    headless_chromium,
+    jupyterlab_screenshot,
     require_sbin,
     require_tool,
 )
@@ -666,30 +665,17 @@ def test_chromium_shows_the_jupyterlab_interface(lab, tmp_path):
     """
     require_sbin(CHROMIUM, "install chromium (tools/apt-packages.txt)")
     url = f"http://127.0.0.1:{lab.jupyter_port}/lab?token={lab.token}"
-    screenshot = tmp_path / "jupyterlab.png"
     # One browser run both prints the DOM after the app has loaded and saves
     # the screenshot (virtual time lets the page settle without a fixed wait).
-    browser = subprocess.run(
-        headless_chromium(tmp_path / "profile", "1280,800", 15000, screenshot, url),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    dom = browser.stdout
-    assert "jp-LabShell" in dom, dom[-2000:] + browser.stderr[-2000:]
+    dom, png = jupyterlab_screenshot(url, tmp_path, 1280, 800, 15000, timeout=120)
     assert "jp-Launcher" in dom  # the Lab UI rendered, not a login form
     assert "Jupyter news" not in dom  # the entrypoint's default settings
-    assert screenshot.exists(), browser.stderr[-2000:]
-    png = screenshot.read_bytes()
-    assert png[:8] == b"\x89PNG\r\n\x1a\n"
-    width, height = struct.unpack(">II", png[16:24])  # the IHDR chunk
-    assert (width, height) == (1280, 800)
     # A blank or near-blank page compresses to a few kilobytes; Lab's UI
     # (toolbar, file browser, launcher icons) does not.
     assert len(png) > 25_000, f"the screenshot looks blank ({len(png)} bytes)"
     target = os.environ.get("TFNORM_SCREENSHOT_OUT")
     if target:
-        shutil.copyfile(screenshot, os.path.join(REPO, target))
+        shutil.copyfile(tmp_path / "jupyterlab.png", os.path.join(REPO, target))
 
 
 def test_sigterm_stops_every_process_of_the_user(lab, client_key):
