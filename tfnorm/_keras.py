@@ -283,6 +283,21 @@ def build_optimizer(optimizer, variables):
         build_optimizer(inner, variables)
 
 
+def checkpointable_optimizer(optimizer):
+    """What `tf.train.Checkpoint(optimizer=...)` can track for `optimizer`.
+
+    Keras 2 and Keras >= 3.1 optimizers are trackable objects themselves.
+    Keras 3.0's are not (TensorFlow 2.16's images ship Keras 3.0.5), so their
+    variables (iterations, learning rate, slots, loss scale) are handed over
+    in a module instead; `build_optimizer` must have created them first.
+    """
+    if isinstance(optimizer, tf.__internal__.tracking.Trackable):
+        return optimizer
+    state = tf.Module(name="optimizer_state")
+    state.variables_in_order = list(optimizer.variables)
+    return state
+
+
 def get_keras_mask(tensor):
     """The implicit Keras mask attached to `tensor`, or None."""
     return getattr(tensor, "_keras_mask", None)

@@ -311,7 +311,7 @@ class _Run:
             )
         self.checkpoint = tf.train.Checkpoint(
             model=self.model,
-            optimizer=self.optimizer,
+            optimizer=_keras.checkpointable_optimizer(self.optimizer),
             step=self.step,
             examples_seen=self.examples_seen,
         )
