@@ -46,15 +46,16 @@ RUN find /etc/apt/sources.list.d -type f \( -iname '*cuda*' -o -iname '*nvidia*'
 # below 20.3 in the 2.9 image) is replaced by one with the dependency
 # resolver, but older than 24.1: from 24.1 pip refuses to work at all beside
 # a package with invalid metadata, and the 2.9 image ships one (bleach 5.0.0).
-COPY setup.cfg pyproject.toml README.md /opt/tfnorm/src/
-COPY tfnorm /opt/tfnorm/src/tfnorm
-RUN python3 -m pip freeze \
+# JupyterLab comes before tfnorm's sources, so a change to tfnorm rebuilds
+# only the small layers after them.
+RUN mkdir -p /opt/tfnorm \
+    && python3 -m pip freeze \
         | grep -iE '^(tensorflow[a-z0-9_.-]*|tf[-_][a-z0-9_.-]+|keras[a-z0-9_.-]*|tensorboard[a-z0-9_.-]*|numpy|protobuf|h5py)==' \
         > /opt/tfnorm/tf-stack-constraints.txt \
     && grep -iqE '^tensorflow' /opt/tfnorm/tf-stack-constraints.txt \
     && python3 -m pip install --no-cache-dir -c /opt/tfnorm/tf-stack-constraints.txt "pip>=21.3,<24.1" \
     && python3 -m pip install --no-cache-dir -c /opt/tfnorm/tf-stack-constraints.txt \
-        "${JUPYTERLAB_SPEC}" "${NOTEBOOK_SPEC}" /opt/tfnorm/src \
+        "${JUPYTERLAB_SPEC}" "${NOTEBOOK_SPEC}" \
     && python3 -m pip check
 
 # The non-root user that runs everything and owns /workspace. Its UID/GID
@@ -69,6 +70,11 @@ RUN if ! getent group "${TFNORM_GID}" > /dev/null; then \
     && install -d -o "${TFNORM_UID}" -g "${TFNORM_GID}" -m 0700 \
         /run/tfnorm /var/lib/tfnorm/ssh \
     && install -d -m 0755 /etc/tfnorm
+
+COPY setup.cfg pyproject.toml README.md /opt/tfnorm/src/
+COPY tfnorm /opt/tfnorm/src/tfnorm
+RUN python3 -m pip install --no-cache-dir -c /opt/tfnorm/tf-stack-constraints.txt /opt/tfnorm/src \
+    && python3 -m pip check
 
 COPY docker/ /opt/tfnorm/docker/
 COPY docker/profile-session-env.sh /etc/profile.d/tfnorm-session-env.sh

@@ -137,6 +137,21 @@ def test_pip_never_installs_or_upgrades_tensorflow(dockerfile):
     assert "python3 -m pip check" in runs
 
 
+def test_a_change_to_tfnorm_does_not_reinstall_jupyterlab(dockerfile):
+    """Layer order: JupyterLab is installed before tfnorm's sources are
+    copied, so rebuilding after a `git pull` reuses that layer."""
+    order = [(i["instruction"], i["value"]) for i in dockerfile.structure]
+    jupyterlab = next(
+        n for n, (kind, value) in enumerate(order) if "${JUPYTERLAB_SPEC}" in value
+    )
+    first_source_copy = next(
+        n
+        for n, (kind, value) in enumerate(order)
+        if kind == "COPY" and ("tfnorm" in value.split()[0] or "setup.cfg" in value)
+    )
+    assert jupyterlab < first_source_copy, order
+
+
 def test_tfnorm_install_requires_no_tensorflow_or_keras():
     config = configparser.ConfigParser()
     config.read(os.path.join(REPO, "setup.cfg"))
