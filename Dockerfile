@@ -70,6 +70,8 @@ RUN if ! getent group "${TFNORM_GID}" > /dev/null; then \
         /run/tfnorm /var/lib/tfnorm/ssh \
     && install -d -m 0755 /etc/tfnorm
 
+# The entrypoint (entrypoint.py, which imports its modules from
+# tfnorm_entrypoint/ beside it), the healthcheck and the sshd_config template.
 COPY docker/ /opt/tfnorm/docker/
 COPY docker/profile-session-env.sh /etc/profile.d/tfnorm-session-env.sh
 

@@ -25,13 +25,8 @@ RECOMMENDED_TOKEN_LENGTH = 32
 def start_jupyter(settings, env):
     write_default_lab_settings(env)
     token, generated = resolve_token(settings)
-    if not generated and len(token) < RECOMMENDED_TOKEN_LENGTH:
-        log(
-            f"WARNING: JUPYTER_TOKEN has only {len(token)} characters; anyone "
-            "who reaches the port can guess a short token. Use at least "
-            f"{RECOMMENDED_TOKEN_LENGTH} random characters (`openssl rand -hex "
-            "24`), or leave it empty for a generated one"
-        )
+    if not generated:
+        _warn_if_short(token)
     config = {
         "IdentityProvider": {"token": token},
         # No calls home from the container (and no news prompt in the UI).
@@ -74,6 +69,16 @@ def resolve_token(settings):
     if token:
         return token, False
     return secrets.token_hex(24), True
+
+
+def _warn_if_short(token):
+    if len(token) < RECOMMENDED_TOKEN_LENGTH:
+        log(
+            f"WARNING: JUPYTER_TOKEN has only {len(token)} characters; anyone "
+            "who reaches the port can guess a short token. Use at least "
+            f"{RECOMMENDED_TOKEN_LENGTH} random characters (`openssl rand -hex "
+            "24`), or leave it empty for a generated one"
+        )
 
 
 def write_default_lab_settings(env):

@@ -142,6 +142,8 @@ def _key_lines(settings):
                 f"cannot read {path} as {current_account().pw_name}: make the "
                 "host file readable (chmod 644; it holds public keys only)"
             )
+        except UnicodeDecodeError:
+            log(f"{path} is not a text file of public keys; ignoring it")
     sources.append(
         ("SSH_AUTHORIZED_KEYS", settings.authorized_keys_env.replace("\\n", "\n"))
     )

@@ -120,6 +120,14 @@ def test_malformed_key_lines_are_named_by_line_number_and_skipped(
     assert "AAAAnot-a-key" not in log and "half a paste" not in log
 
 
+def test_a_mounted_file_that_is_not_text_is_ignored_with_a_reason(tmp_path, capsys):
+    mounted = tmp_path / "authorized_keys"
+    mounted.write_bytes(b"\xff\xfe\x00k\x00e\x00y")  # e.g. saved as UTF-16
+    settings = Settings({"TFNORM_AUTHORIZED_KEYS_FILE": str(mounted)})
+    assert read_authorized_keys(settings) == ([], 0)
+    assert f"{mounted} is not a text file of public keys" in capsys.readouterr().err
+
+
 def test_without_a_public_key_sshd_is_not_started_and_the_log_says_why(
     tmp_path, capsys
 ):
