@@ -76,6 +76,8 @@ COPY tfnorm /opt/tfnorm/src/tfnorm
 RUN python3 -m pip install --no-cache-dir -c /opt/tfnorm/tf-stack-constraints.txt /opt/tfnorm/src \
     && python3 -m pip check
 
+# The entrypoint (entrypoint.py, which imports its modules from
+# tfnorm_entrypoint/ beside it), the healthcheck and the sshd_config template.
 COPY docker/ /opt/tfnorm/docker/
 COPY docker/profile-session-env.sh /etc/profile.d/tfnorm-session-env.sh
 

@@ -1,4 +1,4 @@
-"""Host tools and fixtures for the container checks (no Docker engine needed).
+"""Fixtures for the container checks (no Docker engine needed).
 
 The Docker files do not depend on the Keras runtime, so they are validated by
 the keras3 run. In the legacy run these tests would only repeat it and are
@@ -8,20 +8,31 @@ do not exist and each test skips naming the tool it lacks.
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import os
+import secrets
 import shutil
-import socket
 import struct
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
 from tests.conftest import REPO, RUNTIME
+from tests.docker.harness import (
+    SSHD,
+    Entrypoint,
+    HostUser,
+    require_sbin,
+    require_tool,
+)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+# The image runs docker/entrypoint.py, which imports its modules from the
+# folder it is in (docker/tfnorm_entrypoint/): the tests import them the same way.
+DOCKER_DIR = os.path.join(REPO, "docker")
+if DOCKER_DIR not in sys.path:
+    sys.path.append(DOCKER_DIR)
 
 
 def pytest_collection_modifyitems(config, items):
@@ -36,63 +47,86 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
-def find_tool(name):
-    """A tool from this interpreter's bin directory (the venv) or PATH."""
-    local = os.path.join(os.path.dirname(sys.executable), name)
-    if os.access(local, os.X_OK):
-        return local
-    return shutil.which(name)
-
-
-def require_tool(name, hint):
-    path = find_tool(name)
-    if path is None:
-        pytest.skip(
-            f"{name} is not installed in this runtime ({RUNTIME}); {hint}. The "
-            "container files are validated by the keras3 run (make test)."
-        )
-    return path
-
-
-def require_module(name, distribution):
-    try:
-        return importlib.import_module(name)
-    except ImportError:
-        pytest.skip(
-            f"{distribution} is not installed in this runtime ({RUNTIME}); install "
-            f"{distribution} (dev extra). The container files are validated by "
-            "the keras3 run (make test)."
-        )
-
-
-def require_sbin(path, hint):
-    if not os.access(path, os.X_OK):
-        pytest.skip(
-            f"{path} is not installed in this runtime ({RUNTIME}); {hint}. The "
-            "container files are validated by the keras3 run (make test)."
-        )
-    return path
-
-
-def free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def load_entrypoint():
-    """docker/entrypoint.py as a module (docker/ is not a Python package)."""
-    path = os.path.join(REPO, "docker", "entrypoint.py")
-    spec = importlib.util.spec_from_file_location("tfnorm_docker_entrypoint", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+# --- a throw-away user and the entrypoint running on this host ---------------
 
 
 @pytest.fixture(scope="session")
-def entrypoint():
-    return load_entrypoint()
+def user():
+    if os.geteuid() != 0:
+        pytest.skip("needs root: creates a test user and drops privileges to it")
+    require_sbin(SSHD, "install openssh-server (tools/apt-packages.txt)")
+    require_tool("useradd", "install passwd")
+    require_tool("jupyter", "install jupyterlab (dev extra)")
+    base = tempfile.mkdtemp(prefix="tfnorm-docker-")
+    # The user must reach its home and workspace inside.
+    os.chmod(base, 0o755)
+    account = HostUser(base)
+    try:
+        account.create()
+        yield account
+    finally:
+        account.remove()
+        shutil.rmtree(base, ignore_errors=True)
 
+
+@pytest.fixture(scope="session")
+def client_key(user):
+    key = os.path.join(user.base, "client_ed25519")
+    subprocess.run(
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "test", "-f", key],
+        check=True,
+    )
+    return key
+
+
+# A line sshd could not use, between a comment and the client's key.
+MALFORMED_KEY_LINE = "ssh-ed25519 not-base64!! a-broken-paste"
+
+
+@pytest.fixture(scope="session")
+def authorized_keys(client_key):
+    """The mounted authorized_keys: a comment, a malformed line, the client key."""
+    path = client_key + ".authorized_keys"
+    with open(client_key + ".pub") as handle:
+        public_key = handle.read()
+    with open(path, "w") as handle:
+        handle.write(f"# the test client\n{MALFORMED_KEY_LINE}\n{public_key}")
+    return path
+
+
+@pytest.fixture(scope="session")
+def _labs():
+    started = []
+    yield started
+    for lab in started:
+        lab.stop()
+
+
+def _start_lab(labs, user, authorized_keys):
+    labs.append(Entrypoint(user, authorized_keys, token=secrets.token_hex(16)))
+    labs[-1].wait_ready()
+
+
+@pytest.fixture
+def lab(_labs, user, authorized_keys):
+    """The entrypoint started as root with a fixed token, so it must drop to
+    the user. Tests share it until one stops it; the next one starts another
+    (same user and host keys)."""
+    if not _labs or _labs[-1].process.poll() is not None:
+        _start_lab(_labs, user, authorized_keys)
+    return _labs[-1]
+
+
+@pytest.fixture
+def latest_lab(_labs, user, authorized_keys):
+    """The latest `lab`, running or already stopped (its host keys stay);
+    started only if none has run yet."""
+    if not _labs:
+        _start_lab(_labs, user, authorized_keys)
+    return _labs[-1]
+
+
+# --- JupyterLab in headless Chromium ----------------------------------------
 
 CHROMIUM = "/usr/bin/chromium"
 

@@ -14,7 +14,7 @@ import subprocess
 import pytest
 
 from tests.conftest import REPO
-from tests.docker.conftest import require_module, require_tool
+from tests.docker.harness import require_module, require_tool
 
 COMPOSE_FILE = os.path.join(REPO, "docker-compose.yml")
 ENV_EXAMPLE = os.path.join(REPO, ".env.example")

@@ -13,9 +13,10 @@ import sys
 
 import pytest
 from packaging.requirements import Requirement
+from tfnorm_entrypoint.settings import Settings
 
 from tests.conftest import REPO
-from tests.docker.conftest import require_module, require_tool
+from tests.docker.harness import require_module, require_tool
 
 DOCKERFILE = os.path.join(REPO, "Dockerfile")
 TF_STACK = re.compile(r"^(tensorflow|tf[-_]|tf-nightly|keras|tensorboard)", re.I)
@@ -262,9 +263,9 @@ def test_every_copy_source_exists_and_is_in_the_build_context(dockerfile):
     assert "JUPYTER_TOKEN" not in envs and "SSH_AUTHORIZED_KEYS=" not in envs
 
 
-def test_image_paths_match_the_entrypoint_defaults(dockerfile, entrypoint):
+def test_image_paths_match_the_entrypoint_defaults(dockerfile):
     """ENV in the image and the entrypoint's defaults name the same places."""
-    settings = entrypoint.Settings({})
+    settings = Settings({})
     envs = dockerfile.envs
     assert envs["TFNORM_WORKSPACE"] == settings.workspace
     assert envs["TFNORM_RUNTIME_DIR"] == settings.runtime_dir

@@ -1,0 +1,152 @@
+"""Every environment setting of the entrypoint, read and checked in one place.
+
+`Settings(os.environ)` runs before anything is created or started: a bad value
+stops the entrypoint with one line naming the setting and the value. Values
+written into sshd_config (and the addresses JupyterLab listens on) must be a
+single word, so no value can add a line to a configuration file
+(`SSH_LISTEN_ADDRESS=$'0.0.0.0\\nPasswordAuthentication yes'` is refused).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import math
+import os
+import re
+
+DOCKER_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+WORKSPACE_FOLDERS = ("notebooks", "data", "runs")
+# Variables only the entrypoint may read: children (JupyterLab, its kernels,
+# commands, SSH sessions) never see them.
+ENTRYPOINT_ONLY = ("JUPYTER_TOKEN", "SSH_AUTHORIZED_KEYS")
+
+# RFC 1123 host names: dot-separated labels of letters, digits and inner hyphens.
+HOST_NAME = re.compile(
+    r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)(\.(?!-)[A-Za-z0-9-]{1,63}(?<!-))*"
+)
+# What sshd_config reads as one argument: no whitespace or control character
+# (a new line or word), no quote or backslash (quoting), no "=" (sshd's other
+# separator), no "#" (a comment).
+CONFIG_WORD = re.compile(r"[^\x00-\x20\x7f\"'\\=#]+")
+# Entries of TFNORM_SSH_ENV: a variable name, or a prefix ending in "*".
+VARIABLE_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\*?")
+
+
+class Settings:
+    """Where things live and how services listen, read from the environment."""
+
+    def __init__(self, environ):
+        get = environ.get
+        self.user = get("TFNORM_USER", "tfnorm")
+        self.workspace = get("TFNORM_WORKSPACE", "/workspace")
+        # Bind mounts of the host's folders (docker-compose.yml).
+        self.workspace_mounts = [
+            os.path.join(self.workspace, name) for name in WORKSPACE_FOLDERS
+        ]
+        self.runtime_dir = config_word(
+            get("TFNORM_RUNTIME_DIR", "/run/tfnorm"), "TFNORM_RUNTIME_DIR"
+        )
+        self.host_key_dir = config_word(
+            get("TFNORM_SSH_HOST_KEY_DIR", "/var/lib/tfnorm/ssh"),
+            "TFNORM_SSH_HOST_KEY_DIR",
+        )
+        self.authorized_keys_file = get(
+            "TFNORM_AUTHORIZED_KEYS_FILE", "/etc/tfnorm/authorized_keys"
+        )
+        self.authorized_keys_env = get("SSH_AUTHORIZED_KEYS", "")
+        self.sshd = get("TFNORM_SSHD", "/usr/sbin/sshd")
+        self.ssh_keygen = get("TFNORM_SSH_KEYGEN", "ssh-keygen")
+        self.sshd_template = get(
+            "TFNORM_SSHD_TEMPLATE", os.path.join(DOCKER_DIR, "sshd_config.template")
+        )
+        self.ssh_port = _port(get("SSH_PORT", "22"), "SSH_PORT")
+        self.ssh_listen_address = _address(
+            get("SSH_LISTEN_ADDRESS", "0.0.0.0"), "SSH_LISTEN_ADDRESS"
+        )
+        self.extra_session_env = _variable_patterns(
+            get("TFNORM_SSH_ENV", ""), "TFNORM_SSH_ENV"
+        )
+        self.jupyter = get("TFNORM_JUPYTER", "jupyter")
+        self.jupyter_ip = _address(get("JUPYTER_IP", "0.0.0.0"), "JUPYTER_IP")
+        self.jupyter_port = _port(get("JUPYTER_PORT", "8888"), "JUPYTER_PORT")
+        self.jupyter_token = get("JUPYTER_TOKEN", "")
+        self.public_url = get(
+            "TFNORM_PUBLIC_URL", f"http://127.0.0.1:{self.jupyter_port}"
+        ).rstrip("/")
+        self.stop_timeout = _positive_seconds(
+            get("TFNORM_STOP_TIMEOUT", "60"), "TFNORM_STOP_TIMEOUT"
+        )
+
+    @property
+    def sshd_config(self):
+        return os.path.join(self.runtime_dir, "sshd_config")
+
+    @property
+    def sshd_pid_file(self):
+        return os.path.join(self.runtime_dir, "sshd.pid")
+
+    @property
+    def session_env_file(self):
+        return os.path.join(self.runtime_dir, "session-env.sh")
+
+    @property
+    def jupyter_config(self):
+        return os.path.join(self.runtime_dir, "jupyter_token_config.json")
+
+
+def config_word(value, name):
+    """`value` if sshd_config reads it as exactly one argument."""
+    if not CONFIG_WORD.fullmatch(value):
+        raise SystemExit(
+            f"{name} must be one word without spaces, quotes, backslashes, '=', "
+            "'#' or control characters (it is written into sshd_config). "
+            f"Received: {value!r}"
+        )
+    return value
+
+
+def _port(value, name):
+    try:
+        port = int(value)
+    except ValueError:
+        port = -1
+    if not 0 < port < 65536:
+        raise SystemExit(f"{name} must be a port number 1-65535. Received: {value!r}")
+    return port
+
+
+def _positive_seconds(value, name):
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = math.nan
+    # float() also reads "nan" and "inf": neither is a deadline.
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise SystemExit(
+            f"{name} must be a finite number of seconds > 0. Received: {value!r}"
+        )
+    return seconds
+
+
+def _address(value, name):
+    try:
+        ipaddress.ip_address(value)
+        return value
+    except ValueError:
+        pass
+    if len(value) <= 253 and HOST_NAME.fullmatch(value):
+        return value
+    raise SystemExit(
+        f"{name} must be an IP address or a host name. Received: {value!r}"
+    )
+
+
+def _variable_patterns(value, name):
+    patterns = value.split()
+    for pattern in patterns:
+        if not VARIABLE_PATTERN.fullmatch(pattern):
+            raise SystemExit(
+                f"{name} must list variable names (or prefixes ending in '*') "
+                f"separated by spaces. Received: {value!r}"
+            )
+    return patterns

@@ -1,0 +1,89 @@
+"""docker/tfnorm_entrypoint/settings.py: every setting checked before anything starts."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from tfnorm_entrypoint.settings import Settings
+
+from tests.docker.harness import ENTRYPOINT
+
+# Values that would add a line to sshd_config, or are no deadline or port.
+BAD_SETTINGS = [
+    ("SSH_LISTEN_ADDRESS", "0.0.0.0\nPasswordAuthentication yes"),
+    ("SSH_LISTEN_ADDRESS", "127.0.0.1 ::1"),
+    ("SSH_LISTEN_ADDRESS", ""),
+    ("JUPYTER_IP", "127.0.0.1\n--ServerApp.token="),
+    ("SSH_PORT", "22\nPasswordAuthentication yes"),
+    ("JUPYTER_PORT", "http"),
+    ("TFNORM_STOP_TIMEOUT", "nan"),
+    ("TFNORM_STOP_TIMEOUT", "inf"),
+    ("TFNORM_STOP_TIMEOUT", "-1"),
+    ("TFNORM_STOP_TIMEOUT", "abc"),
+    ("TFNORM_STOP_TIMEOUT", "0"),
+    ("TFNORM_RUNTIME_DIR", "/run/x\nPasswordAuthentication yes"),
+    ("TFNORM_SSH_HOST_KEY_DIR", "/var/lib/host keys"),
+    ("TFNORM_SSH_HOST_KEY_DIR", '/keys"'),
+    ("TFNORM_SSH_ENV", "MY_VAR BAD-NAME"),
+]
+
+
+def test_invalid_settings_name_the_variable_and_the_value():
+    with pytest.raises(SystemExit, match=r"JUPYTER_PORT.*Received: 'http'"):
+        Settings({"JUPYTER_PORT": "http"})
+    with pytest.raises(SystemExit, match=r"TFNORM_STOP_TIMEOUT.*Received: '-1'"):
+        Settings({"TFNORM_STOP_TIMEOUT": "-1"})
+
+
+@pytest.mark.parametrize("name, value", BAD_SETTINGS)
+def test_a_bad_setting_is_one_line_naming_it_and_nothing_starts(name, value, tmp_path):
+    """The real entrypoint: exit non-zero, one stderr line with the setting and
+    the value, and no directory made, no service started."""
+    started = tmp_path / "started"
+    service = tmp_path / "service.sh"
+    service.write_text(f"#!/bin/sh\ntouch {started}\n")
+    service.chmod(0o755)
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "TFNORM_USER": "nobody",
+        "TFNORM_WORKSPACE": str(tmp_path),
+        "TFNORM_RUNTIME_DIR": str(tmp_path / "run"),
+        "TFNORM_SSH_HOST_KEY_DIR": str(tmp_path / "keys"),
+        "TFNORM_SSHD": str(service),
+        "TFNORM_JUPYTER": str(service),
+        "SSH_AUTHORIZED_KEYS": "ssh-ed25519 AAAA",
+        name: value,
+    }
+    result = subprocess.run(
+        [sys.executable, ENTRYPOINT],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode != 0
+    assert len(result.stderr.splitlines()) == 1, result.stderr
+    assert name in result.stderr and f"Received: {value!r}" in result.stderr
+    assert sorted(os.listdir(tmp_path)) == ["service.sh"]
+
+
+def test_addresses_and_timeouts_users_give_are_accepted():
+    for address in ("0.0.0.0", "::", "::1", "localhost", "lab-1.example.org"):
+        settings = Settings({"SSH_LISTEN_ADDRESS": address, "JUPYTER_IP": address})
+        assert (settings.ssh_listen_address, settings.jupyter_ip) == (address,) * 2
+    for text, seconds in (("0.5", 0.5), ("100", 100.0), (" 60 ", 60.0)):
+        assert Settings({"TFNORM_STOP_TIMEOUT": text}).stop_timeout == seconds
+    settings = Settings({"TFNORM_SSH_ENV": "MY_VAR  HF_*"})
+    assert settings.extra_session_env == ["MY_VAR", "HF_*"]
+
+
+def test_defaults_are_the_image_layout():
+    settings = Settings({})
+    assert (settings.ssh_port, settings.jupyter_port) == (22, 8888)
+    assert settings.ssh_listen_address == settings.jupyter_ip == "0.0.0.0"
+    assert settings.stop_timeout == 60
+    assert settings.sshd_config == "/run/tfnorm/sshd_config"
+    assert os.path.isfile(settings.sshd_template)
