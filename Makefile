@@ -49,7 +49,7 @@ test-compat:
 lint: venv
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
-	$(VENV)/bin/vermin --no-tips --violations --eval-annotations -t=3.8- tfnorm
+	$(VENV)/bin/vermin --no-tips --violations --eval-annotations -t=3.8- tfnorm docker
 
 format: venv
 	$(PY) -m ruff check --fix .

@@ -7,27 +7,11 @@ to it, or with a command, which must take the entrypoint's place.
 
 from __future__ import annotations
 
-import glob
 import os
 import subprocess
 import sys
 
-from tests.conftest import REPO
-from tests.docker.harness import ENTRYPOINT, cmdline, require_tool
-
-
-def test_the_entrypoint_runs_on_the_python_of_the_2_9_image():
-    """The 2.9 image ships Python 3.8; no runtime here has it, vermin checks."""
-    vermin = require_tool("vermin", "install vermin (dev extra)")
-    sources = glob.glob(os.path.join(REPO, "docker", "**", "*.py"), recursive=True)
-    assert os.path.join(REPO, "docker", "tfnorm_entrypoint", "ssh.py") in sources
-    result = subprocess.run(
-        [vermin, "--no-tips", "--violations", "--eval-annotations", "-t=3.8-"]
-        + sources,
-        capture_output=True,
-        text=True,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
+from tests.docker.harness import ENTRYPOINT, cmdline
 
 
 def test_a_command_replaces_the_services_and_runs_as_the_user(user):
