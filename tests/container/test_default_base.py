@@ -35,9 +35,10 @@ UID = 1000  # the image's TFNORM_UID default
 # defaults (in the keras3 runtime). As papermill does, a cell placed after the
 # `parameters` cell sets smaller values; every cell of the notebook still runs.
 CONTAINER_PARAMETERS = {
-    "02_pre_vs_post_ln": "NUM_LAYERS = 2\nSTEPS = 30\nWARMUP_STEPS = 10\n"
-    "GRADIENT_LAYERS = 4\n",
+    "02_pre_vs_post_ln": "NUM_LAYERS = 1\nSTEPS = 20\nWARMUP_STEPS = 10\n"
+    "GRADIENT_LAYERS = 2\n",
     "03_tensorboard_norm_monitoring": "EPOCHS = 1\n",
+    "04_multi_gpu": "EPOCHS = 1\nNUM_EXAMPLES = 512\n",
 }
 
 
