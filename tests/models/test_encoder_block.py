@@ -453,6 +453,30 @@ def _escaped(text):
     return re.escape(text)
 
 
+@pytest.mark.parametrize(
+    "make_norm",
+    [
+        lambda: keras.layers.Dropout(0.1),
+        lambda: keras.layers.Dropout,
+        lambda: keras.layers.serialize(keras.layers.Dropout(0.1)),
+    ],
+    ids=["instance", "class", "config_dict"],
+)
+def test_a_norm_that_is_not_a_normalisation_layer_is_rejected(make_norm):
+    # A Dropout "norm" would train a Transformer with no normalisation.
+    with pytest.raises(ValueError, match=r"`norm` must describe a normalisation"):
+        tfnorm.TransformerEncoderBlock(D_MODEL, HEADS, DFF, norm=make_norm())
+    with pytest.raises(ValueError, match=r"Dropout is not one\. Received: norm="):
+        tfnorm.build_encoder(2, D_MODEL, HEADS, DFF, norm=make_norm())
+
+
+@pytest.mark.parametrize("epsilon", [1e-46, 1e39])
+@pytest.mark.parametrize("norm", ["layer", "rms", "scale"])
+def test_an_epsilon_float32_cannot_hold_is_rejected_at_construction(norm, epsilon):
+    with pytest.raises(ValueError, match=_escaped(f"Received: epsilon={epsilon!r}")):
+        tfnorm.TransformerEncoderBlock(D_MODEL, HEADS, DFF, norm=norm, epsilon=epsilon)
+
+
 def test_input_width_must_equal_d_model():
     with pytest.raises(ValueError, match="d_model=16"):
         make_block()(random_input((1, 3, 8)))
