@@ -40,6 +40,24 @@ def test_axis_of_wrong_type_is_rejected(cls, axis):
 
 
 @norm_classes
+def test_axis_errors_match_the_wording_keras_own_tests_expect(cls):
+    # The regular expressions of Keras 3's and tf_keras's LayerNormalization
+    # tests (test_invalid_axis, testInvalidAxis, testDuplicateAxis).
+    with pytest.raises(
+        TypeError,
+        match=r"Expected an int or a list/tuple of ints for the argument 'axis'",
+    ):
+        cls(axis={"axis": -1})
+    with pytest.raises(
+        ValueError,
+        match=r"Invalid value for `axis` argument. Expected 0 <= axis < inputs.rank",
+    ):
+        cls(axis=3).build((2, 2, 2))
+    with pytest.raises(ValueError, match=r"Duplicate axis:"):
+        cls(axis=[-1, -1]).build((2, 2, 2))
+
+
+@norm_classes
 @pytest.mark.parametrize("axis", [np.int64(-1), [np.int32(1), np.int64(2)]])
 def test_numpy_integer_axes_are_stored_as_python_ints(cls, axis):
     # A NumPy scalar in get_config() would not survive JSON serialisation.

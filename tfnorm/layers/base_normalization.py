@@ -40,9 +40,10 @@ def _validate_axis_type(axis):
     else:
         values = [axis]
     if not values or not all(is_int(a) for a in values):
+        # Keras's own norms word these errors so; its layer tests match them.
         raise TypeError(
-            "`axis` must be an int or a non-empty list of ints. "
-            f"Received: axis={axis!r}"
+            "Expected an int or a list/tuple of ints for the argument 'axis' "
+            f"(`axis` must be an int or a non-empty list of ints). Received: axis={axis!r}"
         )
     # Stored as given (an int stays an int, negatives stay negative) so a
     # saved config is not tied to the rank of the input it was built on.
@@ -60,14 +61,16 @@ def _resolve_axes(axis, shape):
     for a in _entries(axis):
         if not -rank <= a < rank:
             raise ValueError(
-                f"`axis` {a} is out of range for an input of rank {rank} "
-                f"(shape {shape}). Received: axis={plain_axis(axis)!r}"
+                "Invalid value for `axis` argument. Expected 0 <= axis < "
+                f"inputs.rank (with inputs.rank={rank}), or a negative axis "
+                f"counting from the end: `axis` {a} is out of range for an "
+                f"input of shape {shape}. Received: axis={plain_axis(axis)!r}"
             )
         positive.append(a % rank)
     if len(set(positive)) != len(positive):
         raise ValueError(
-            f"`axis` names the same dimension twice for an input of rank "
-            f"{rank}. Received: axis={plain_axis(axis)!r}"
+            f"Duplicate axis: `axis` names the same dimension twice for an "
+            f"input of rank {rank}. Received: axis={plain_axis(axis)!r}"
         )
     return positive
 
