@@ -203,9 +203,42 @@ def keras_rms_normalization():
     return getattr(keras.layers, "RMSNormalization", None)
 
 
-def sublayers(layer):
-    """Every layer nested in `layer`, at any depth (not `layer` itself)."""
-    return list(layer._flatten_layers(include_self=False))
+def keras_norm_classes():
+    """Keras's own normalisation layer classes that tfnorm's norms stand in for:
+    LayerNormalization, and RMSNormalization where this Keras has it."""
+    rms = keras_rms_normalization()
+    return (keras.layers.LayerNormalization,) + (() if rms is None else (rms,))
+
+
+def sublayers(layer, recursive=True):
+    """The layers nested in `layer` (not `layer` itself): at any depth, or
+    only its direct children with `recursive=False`.
+
+    `_flatten_layers` has this signature in Keras 2.9, tf_keras and Keras 3,
+    and finds sublayers held in attributes, lists and dicts alike.
+    """
+    return list(layer._flatten_layers(include_self=False, recursive=recursive))
+
+
+def serialized_class_name(config):
+    """The name a layer dict from `keras.layers.serialize` is registered under.
+
+    Keras 3 writes the registered name (`tfnorm>RMSNorm`) as
+    `registered_name` and the bare class name as `class_name`; Keras 2 has
+    only `class_name`, which holds the registered name.
+    """
+    return str(config.get("registered_name") or config["class_name"])
+
+
+def accept_tensor_logs(callback):
+    """Lets Keras 2 pass `callback` batch logs as tensors.
+
+    Keras 2 converts the logs of every batch to NumPy, waiting for the
+    device, unless all callbacks declare they take tensors; Keras 3 never
+    converts them.
+    """
+    if not IS_KERAS_3:
+        callback._supports_tf_logs = True
 
 
 def set_global_policy(name):
@@ -352,17 +385,46 @@ def build_attention(attention, query_shape, value_shape):
             heads_shape = query_shape[:-1].concatenate(
                 [attention._num_heads, attention._value_dim]
             )
-            for dense, shape in (
-                (attention._query_dense, query_shape),
-                (attention._key_dense, value_shape),
-                (attention._value_dense, value_shape),
-                (attention._output_dense, heads_shape),
-            ):
+            shapes = (query_shape, value_shape, value_shape, heads_shape)
+            for dense, shape in zip(attention_projections(attention), shapes):
                 if not dense.built:
                     with tf.name_scope(dense.name):
                         dense.build(shape)
         # Keras 2.9 marks the layer built only in its first `__call__`.
         attention.built = True
+
+
+def attention_projections(attention):
+    """A built MultiHeadAttention layer's query, key, value and output
+    projections (EinsumDense layers, private attributes in every Keras)."""
+    return (
+        attention._query_dense,
+        attention._key_dense,
+        attention._value_dense,
+        attention._output_dense,
+    )
+
+
+def without_keras_mask(x):
+    """`x`, or a copy without its implicit Keras mask if it carries one.
+
+    Keras 3's MultiHeadAttention deletes the Keras mask of the tensor it
+    receives, so a caller that uses that tensor again (the residual of a
+    Post-LN block) would lose the mask; passing attention a copy keeps it.
+    """
+    return x if get_keras_mask(x) is None else tf.identity(x)
+
+
+def single_input_build_config(config):
+    """`get_build_config()` of a layer whose `build` needs only its first input.
+
+    Keras 3 records the shape of every tensor argument (`shapes_dict`) when
+    a layer is called with masks as well, then rebuilds it from those as
+    keyword arguments; this keeps only the first input's shape.
+    """
+    if config and "shapes_dict" in config:
+        return {"input_shape": next(iter(config["shapes_dict"].values()))}
+    return config
 
 
 def model_path(path_without_suffix, save_format):
@@ -371,10 +433,23 @@ def model_path(path_without_suffix, save_format):
 
 
 def save_model(model, path_without_suffix, save_format=None):
-    """Saves `model` in `save_format` (default: the runtime's native format).
+    """Saves `model` in `save_format`, by default this runtime's native one.
 
-    Returns the path written: `.keras` archive, `.h5` file, or a SavedModel
-    directory for "tf".
+    Public as `tfnorm.models.save_model`. The native format is the `.keras`
+    archive with Keras 3 and tf_keras, and a SavedModel directory with Keras
+    2.9 (which has no `.keras` format); `tfnorm._keras.SAVE_FORMATS` lists
+    what this runtime can write. `keras.models.load_model(path)` reloads the
+    model after `import tfnorm`.
+
+    Args:
+        model: the Keras model to save.
+        path_without_suffix: the path to write, without `.keras` / `.h5`.
+        save_format: `"keras"`, `"h5"`, `"tf"` or None (native). Defaults
+            to `None`.
+
+    Returns:
+        The path written: a `.keras` archive, an `.h5` file, or a SavedModel
+        directory for `"tf"`.
     """
     save_format = save_format or NATIVE_FORMAT
     if save_format not in SAVE_FORMATS:
@@ -388,10 +463,6 @@ def save_model(model, path_without_suffix, save_format=None):
     else:
         model.save(path)
     return path
-
-
-def load_model(path, compile=False):
-    return keras.models.load_model(path, compile=compile)
 
 
 def describe() -> dict:

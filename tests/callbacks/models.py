@@ -72,6 +72,17 @@ def composite_model():
     return keras.Model(inputs, keras.layers.Dense(1, name="head")(h), name="comp")
 
 
+class StepCounter(keras.callbacks.Callback):
+    """Counts the training steps `fit` ran."""
+
+    def __init__(self):
+        super().__init__()
+        self.steps = 0
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.steps += 1
+
+
 def regression_data(shape, n=16, seed=0):
     rng = np.random.default_rng(seed)
     x = rng.normal(size=(n,) + tuple(shape)).astype("float32")

@@ -128,6 +128,13 @@ def test_data_without_targets_is_rejected(tmp_path):
         GradientNormCallback(tmp_path, np.zeros((2, 8), "float32"))
 
 
+def test_an_unknown_loss_fails_at_construction(tmp_path):
+    with pytest.raises(ValueError, match="Received: loss='no_such_loss'"):
+        GradientNormCallback(
+            tmp_path, (np.zeros((2, 8)), np.zeros((2, 1))), loss="no_such_loss"
+        )
+
+
 def test_a_model_without_a_single_loss_needs_loss(tmp_path):
     model = models.sequential_model()
     callback = GradientNormCallback(tmp_path, (np.zeros((2, 8)), np.zeros((2, 1))))

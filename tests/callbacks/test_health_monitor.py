@@ -26,18 +26,9 @@ def _overflow_model():
     return model
 
 
-class _StepCounter(keras.callbacks.Callback):
-    def __init__(self):
-        super().__init__()
-        self.steps = 0
-
-    def on_train_batch_end(self, batch, logs=None):
-        self.steps += 1
-
-
 def _fit(model, callbacks, epochs=3, n=16):
     x, y = models.regression_data((models.WIDTH,), n=n)
-    counter = _StepCounter()
+    counter = models.StepCounter()
     model.fit(
         x, y, batch_size=4, epochs=epochs, callbacks=[*callbacks, counter], verbose=0
     )

@@ -225,6 +225,10 @@ def test_works_under_mirrored_strategy(tmp_path, two_device_strategy):
         ({"record": ()}, "Received: record=()"),
         ({"max_values": 0}, "Received: max_values=0"),
         ({"every_n_steps": 1.5}, "Received: every_n_steps=1.5"),
+        ({"buckets": 0}, "Received: buckets=0"),
+        ({"buckets": "30"}, "Received: buckets='30'"),
+        ({"layers": "all"}, "Received: layers='all'"),
+        ({"layers": None}, "Received: layers=None"),
     ],
 )
 def test_rejects_bad_arguments(tmp_path, kwargs, message):
@@ -244,16 +248,18 @@ def test_repeated_fit_calls_reuse_the_traced_probe(tmp_path):
     x, y = models.regression_data((models.WIDTH,), n=8)
     callback = NormHistogramCallback(tmp_path, x, every_n_steps=2)
     model.fit(x, y, batch_size=4, epochs=1, callbacks=[callback], verbose=0)
-    probe = callback._get_probe()
+    probe = callback.probe
     model.fit(x, y, batch_size=4, epochs=1, callbacks=[callback], verbose=0)
-    assert callback._get_probe() is probe
-    assert probe._function.experimental_get_tracing_count() == 1
+    assert callback.probe is probe
+    assert probe.trace_count == 1
     # Steps continue from the optimizer's count: 2 in the first fit, 4 next.
     events, _ = models.read_events(tmp_path)
     assert events["histograms"]["keras_norm/outputs"] == [2, 4]
     other = models.sequential_model()
     callback.set_model(other)
-    assert callback._get_probe().model is other
+    assert callback.probe is None
+    callback.log(5)
+    assert callback.probe.model is other
 
 
 def test_a_model_without_norms_warns_once_and_writes_nothing(tmp_path):
@@ -264,3 +270,13 @@ def test_a_model_without_norms_warns_once_and_writes_nothing(tmp_path):
     with pytest.warns(UserWarning, match="no norm layer"):
         assert callback.log(1) == {}
     assert models.read_events(tmp_path)[0]["histograms"] == {}
+
+
+def test_a_layer_missing_from_the_model_fails_when_fit_starts(tmp_path):
+    model = models.sequential_model()
+    model.compile("sgd", "mse")
+    x, y = models.regression_data((models.WIDTH,), n=8)
+    callback = NormHistogramCallback(tmp_path, x, every_n_steps=100, layers=["nope"])
+    with pytest.raises(ValueError, match="`layers` names a layer.*'nope'"):
+        model.fit(x, y, batch_size=4, callbacks=[callback], verbose=0)
+    assert model.optimizer.iterations.numpy() == 0

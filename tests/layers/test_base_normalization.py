@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import tfnorm
+from tests.layers import reference
 from tests.testing import random_input, randomize_weights
 from tfnorm._keras import get_keras_mask, keras, tf
 
@@ -39,6 +40,24 @@ def test_axis_of_wrong_type_is_rejected(cls, axis):
 
 
 @norm_classes
+def test_axis_errors_match_the_wording_keras_own_tests_expect(cls):
+    # The regular expressions of Keras 3's and tf_keras's LayerNormalization
+    # tests (test_invalid_axis, testInvalidAxis, testDuplicateAxis).
+    with pytest.raises(
+        TypeError,
+        match=r"Expected an int or a list/tuple of ints for the argument 'axis'",
+    ):
+        cls(axis={"axis": -1})
+    with pytest.raises(
+        ValueError,
+        match=r"Invalid value for `axis` argument. Expected 0 <= axis < inputs.rank",
+    ):
+        cls(axis=3).build((2, 2, 2))
+    with pytest.raises(ValueError, match=r"Duplicate axis:"):
+        cls(axis=[-1, -1]).build((2, 2, 2))
+
+
+@norm_classes
 @pytest.mark.parametrize("axis", [np.int64(-1), [np.int32(1), np.int64(2)]])
 def test_numpy_integer_axes_are_stored_as_python_ints(cls, axis):
     # A NumPy scalar in get_config() would not survive JSON serialisation.
@@ -60,6 +79,114 @@ def test_unknown_size_along_a_normalised_axis_is_rejected(cls):
 def test_bad_epsilon_is_rejected(cls, epsilon):
     with pytest.raises(ValueError, match="epsilon"):
         cls(epsilon=epsilon)
+
+
+_FLOAT32 = np.finfo(np.float32)
+# Each class's accepted epsilons: those its float32 statistics hold as
+# normal numbers (ScaleNorm compares the squared norm with epsilon**2).
+EPSILON_RANGES = {
+    tfnorm.LayerNormalization: (float(_FLOAT32.tiny), float(_FLOAT32.max)),
+    tfnorm.RMSNorm: (float(_FLOAT32.tiny), float(_FLOAT32.max)),
+    tfnorm.ScaleNorm: (
+        math.sqrt(float(_FLOAT32.tiny)),
+        math.sqrt(float(_FLOAT32.max)),
+    ),
+}
+
+
+@norm_classes
+@pytest.mark.parametrize("where", ["below", "subnormal", "above"])
+def test_epsilon_float32_cannot_hold_is_rejected_with_the_range(cls, where):
+    low, high = EPSILON_RANGES[cls]
+    # 1e-46 is 0 in float32 and 1e39 is inf; just outside a class's range,
+    # its statistics would be subnormal (flushed to 0 on CPU) or inf.
+    epsilon = {"below": 1e-46, "subnormal": low * 0.5, "above": high * 2.0}[where]
+    with pytest.raises(
+        ValueError, match=r"`epsilon` must be a number in about \["
+    ) as error:
+        cls(epsilon=epsilon)
+    assert f"Received: epsilon={epsilon!r}" in str(error.value)
+    assert f"{low:.3g}" in str(error.value) and f"{high:.3g}" in str(error.value)
+
+
+def _reference_output(cls, x, epsilon):
+    if cls is tfnorm.LayerNormalization:
+        return reference.layer_norm(x, epsilon=epsilon)
+    if cls is tfnorm.RMSNorm:
+        return reference.rms_norm(x, epsilon=epsilon)
+    return reference.scale_norm(x, math.sqrt(x.shape[-1]), epsilon=epsilon)
+
+
+@norm_classes
+@pytest.mark.parametrize("end", [0, 1], ids=["smallest", "largest"])
+def test_epsilon_at_either_end_of_its_range_gives_correct_outputs(cls, end):
+    epsilon = EPSILON_RANGES[cls][end]
+    # An all-zero row (padding), a constant row and an ordinary one.
+    x = np.array([[0.0] * 4, [5.0] * 4, [1.0, -2.0, 3.0, 4.0]], "float32")
+    y = np.asarray(cls(epsilon=epsilon)(x), "float64")
+    expected = _reference_output(cls, x.astype("float64"), epsilon)
+    assert np.all(np.isfinite(y))
+    np.testing.assert_allclose(y, expected, rtol=1e-5, atol=0)
+
+
+@norm_classes
+def test_keras_test_suite_epsilons_are_accepted(cls):
+    # Keras's own layer tests use these; Keras itself checks no range.
+    for epsilon in (1e-12, 1e-6, 1e-3, 1, np.float32(1e-5)):
+        assert cls(epsilon=epsilon).epsilon == float(epsilon)
+
+
+_STATISTICS = {
+    tfnorm.LayerNormalization: ("variance", lambda x, axes: x.var(axis=axes)),
+    tfnorm.RMSNorm: ("mean_square", lambda x, axes: np.mean(x**2, axis=axes)),
+    tfnorm.ScaleNorm: ("norm", lambda x, axes: np.sqrt(np.sum(x**2, axis=axes))),
+}
+
+
+@norm_classes
+@pytest.mark.parametrize("axis", [-1, [1, 3], [-1, -3]])
+@pytest.mark.parametrize("dtype", ["float32", "float16", "float64"])
+def test_row_statistic_matches_its_definition(cls, axis, dtype):
+    x = random_input((2, 3, 4, 5), offset=0.5, spread=2.0).astype(dtype)
+    layer = cls(axis=axis)
+    name, definition = _STATISTICS[cls]
+    axes = tuple(layer.reduction_axes(4))
+    assert axes == tuple(
+        sorted(a % 4 for a in ([axis] if isinstance(axis, int) else axis))
+    )
+    statistic = layer.row_statistic(x)
+    assert layer.row_statistic_name == name
+    assert statistic.dtype == ("float64" if dtype == "float64" else "float32")
+    expected = definition(x.astype("float64"), axes)
+    np.testing.assert_allclose(np.asarray(statistic), expected, rtol=1e-5)
+
+
+@norm_classes
+def test_row_statistic_is_what_the_formula_compares_with_epsilon(cls):
+    # Each output written with the layer's own statistic (weights at their
+    # start, gamma = 1, beta = 0, ScaleNorm's g = sqrt(d)).
+    epsilon = 0.5  # large enough to matter in every formula
+    x = random_input((6, 8), spread=0.7)
+    layer = cls(epsilon=epsilon)
+    statistic = np.asarray(layer.row_statistic(x), "float64")[:, None]
+    x64 = x.astype("float64")
+    if cls is tfnorm.LayerNormalization:
+        expected = (x64 - x64.mean(-1, keepdims=True)) / np.sqrt(statistic + epsilon)
+    elif cls is tfnorm.RMSNorm:
+        expected = x64 / np.sqrt(statistic + epsilon)
+    else:
+        expected = math.sqrt(8) * x64 / np.maximum(statistic, epsilon)
+    np.testing.assert_allclose(np.asarray(layer(x), "float64"), expected, rtol=1e-5)
+
+
+def test_partial_rms_norm_statistic_uses_the_leading_features():
+    x = random_input((3, 10), spread=2.0)
+    layer = tfnorm.RMSNorm(partial=0.25)  # ceil(2.5) = 3 features
+    np.testing.assert_allclose(
+        np.asarray(layer.row_statistic(x)),
+        np.mean(x[:, :3].astype("float64") ** 2, -1),
+        rtol=1e-5,
+    )
 
 
 @norm_classes

@@ -3,8 +3,9 @@ from __future__ import annotations
 import pytest
 
 import tfnorm
-from tfnorm._keras import keras
+from tfnorm._keras import keras, keras_rms_normalization
 from tfnorm.layers import is_norm_layer
+from tfnorm.layers.factory import norm_from_spec
 
 
 @pytest.mark.parametrize(
@@ -62,3 +63,41 @@ def test_is_norm_layer():
     assert is_norm_layer(tfnorm.RMSNorm())
     assert is_norm_layer(keras.layers.LayerNormalization())
     assert not is_norm_layer(keras.layers.Dense(3))
+
+
+@pytest.mark.parametrize(
+    "make_spec",
+    [
+        lambda: keras.layers.Dropout(0.1),
+        lambda: keras.layers.Dropout,
+        lambda: keras.layers.serialize(keras.layers.Dropout(0.1)),
+        lambda: keras.layers.Dense,
+    ],
+    ids=["instance", "class", "config_dict", "dense_class"],
+)
+def test_a_layer_that_is_not_a_norm_is_rejected(make_spec):
+    spec = make_spec()
+    with pytest.raises(
+        ValueError, match=r"`spec` must describe a normalisation layer.*Received: spec="
+    ):
+        tfnorm.get_norm(spec)
+
+
+def test_the_rejection_names_the_callers_argument():
+    with pytest.raises(ValueError, match=r"Dropout is not one\. Received: norm="):
+        norm_from_spec(keras.layers.Dropout(0.1), "norm")
+    with pytest.raises(
+        ValueError, match=r"Unknown norm 'batch'.*Received: norm='batch'"
+    ):
+        norm_from_spec("batch", "norm")
+
+
+def test_every_kind_of_norm_spec_is_still_accepted():
+    class Custom(tfnorm.layers.BaseNormalization):
+        pass
+
+    for spec in (keras.layers.LayerNormalization, Custom, tfnorm.ScaleNorm()):
+        assert is_norm_layer(tfnorm.get_norm(spec))
+    rms = keras_rms_normalization()
+    if rms is not None:
+        assert type(tfnorm.get_norm(keras.layers.serialize(rms()))) is rms

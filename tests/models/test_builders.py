@@ -345,9 +345,19 @@ def _save_all_formats(model, inputs, workdir, sequence_alone=None):
     for index, value in enumerate(inputs if isinstance(inputs, list) else [inputs]):
         np.save(os.path.join(workdir, f"input_{index}.npy"), value)
     return [
-        _keras.save_model(model, os.path.join(workdir, "model"), fmt)
+        tfnorm.models.save_model(model, os.path.join(workdir, "model"), fmt)
         for fmt in _keras.SAVE_FORMATS
     ]
+
+
+def test_save_model_writes_the_native_format_by_default(tmp_path):
+    model = small_encoder(1)
+    path = tfnorm.models.save_model(model, tmp_path / "encoder")
+    native_suffix = {"keras": ".keras", "tf": ""}[_keras.NATIVE_FORMAT]
+    assert path == str(tmp_path / "encoder") + native_suffix
+    assert os.path.exists(path)
+    with pytest.raises(ValueError, match="Received: save_format='onnx'"):
+        tfnorm.models.save_model(model, tmp_path / "other", "onnx")
 
 
 def test_encoders_and_classifier_save_and_reload_in_a_fresh_process():

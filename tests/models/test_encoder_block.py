@@ -8,7 +8,7 @@ from tests.conftest import RUNTIME
 from tests.testing import random_input
 from tfnorm import _keras
 from tfnorm._keras import keras, tf
-from tfnorm.layers import is_norm_layer
+from tfnorm.callbacks import find_norm_layers
 from tfnorm.models.encoder_block import NORM_POSITIONS
 
 D_MODEL, HEADS, DFF = 16, 4, 32
@@ -253,24 +253,11 @@ def test_key_dim_is_d_model_over_heads():
 def test_rms_choice_applies_to_every_norm(norm_position):
     block = make_block(norm_position, norm="rms", epsilon=1e-4)
     block.build((None, None, D_MODEL))
-    norms = [layer for layer in _sublayers(block) if is_norm_layer(layer)]
+    norms = [layer for _, layer in find_norm_layers(block)]
     expected = 4 if norm_position == "sandwich" else 2
     assert len(norms) == expected
     assert all(isinstance(n, tfnorm.RMSNorm) for n in norms)
     assert all(n.epsilon == 1e-4 for n in norms)
-
-
-def _sublayers(block):
-    names = (
-        "attention_norm",
-        "ffn_norm",
-        "attention_output_norm",
-        "ffn_output_norm",
-        "attention",
-        "ffn_inner",
-        "ffn_output",
-    )
-    return [getattr(block, n) for n in names if getattr(block, n, None) is not None]
 
 
 def test_sublayer_names():
@@ -417,7 +404,7 @@ def test_mixed_float16_keeps_norms_in_float32(mixed_policy):
     y = block(x)
     assert y.dtype == tf.float16
     block.set_weights(reference.get_weights())
-    norms = [n for n in _sublayers(block) if is_norm_layer(n)]
+    norms = [n for _, n in find_norm_layers(block)]
     assert all(w.dtype == tf.float32 for n in norms for w in n.weights)
     out = np.asarray(tf.cast(block(x), tf.float32))
     assert np.isfinite(out).all()
@@ -451,6 +438,30 @@ def _escaped(text):
     import re
 
     return re.escape(text)
+
+
+@pytest.mark.parametrize(
+    "make_norm",
+    [
+        lambda: keras.layers.Dropout(0.1),
+        lambda: keras.layers.Dropout,
+        lambda: keras.layers.serialize(keras.layers.Dropout(0.1)),
+    ],
+    ids=["instance", "class", "config_dict"],
+)
+def test_a_norm_that_is_not_a_normalisation_layer_is_rejected(make_norm):
+    # A Dropout "norm" would train a Transformer with no normalisation.
+    with pytest.raises(ValueError, match=r"`norm` must describe a normalisation"):
+        tfnorm.TransformerEncoderBlock(D_MODEL, HEADS, DFF, norm=make_norm())
+    with pytest.raises(ValueError, match=r"Dropout is not one\. Received: norm="):
+        tfnorm.build_encoder(2, D_MODEL, HEADS, DFF, norm=make_norm())
+
+
+@pytest.mark.parametrize("epsilon", [1e-46, 1e39])
+@pytest.mark.parametrize("norm", ["layer", "rms", "scale"])
+def test_an_epsilon_float32_cannot_hold_is_rejected_at_construction(norm, epsilon):
+    with pytest.raises(ValueError, match=_escaped(f"Received: epsilon={epsilon!r}")):
+        tfnorm.TransformerEncoderBlock(D_MODEL, HEADS, DFF, norm=norm, epsilon=epsilon)
 
 
 def test_input_width_must_equal_d_model():

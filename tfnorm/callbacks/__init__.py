@@ -8,11 +8,14 @@
 
 All three probe the model on a fixed batch in a function of their own, so
 training itself (its variables, random streams and loss) is unchanged.
+
+The modules: `base` (periodic scheduling and TensorBoard writing), `probe`
+(the norm probe and probe data), `layers` (finding layers by path and
+reading a norm's statistic), and one module per callback.
 """
 
 from __future__ import annotations
 
-from tfnorm.callbacks._probe import find_norm_layers
 from tfnorm.callbacks.gradient_norm import GradientNormCallback
 from tfnorm.callbacks.health_monitor import (
     NormHealthError,
@@ -20,6 +23,7 @@ from tfnorm.callbacks.health_monitor import (
     NormHealthWarning,
     NormProblem,
 )
+from tfnorm.callbacks.layers import find_norm_layers, walk_layers
 from tfnorm.callbacks.norm_histogram import NormHistogramCallback
 
 __all__ = [
@@ -30,4 +34,5 @@ __all__ = [
     "NormHistogramCallback",
     "NormProblem",
     "find_norm_layers",
+    "walk_layers",
 ]

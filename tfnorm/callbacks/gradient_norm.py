@@ -5,10 +5,12 @@ from __future__ import annotations
 import numpy as np
 
 from tfnorm._keras import keras, tf
-from tfnorm.callbacks import _probe
+from tfnorm.callbacks.base import SummaryCallback, require_model
+from tfnorm.callbacks.layers import find_weighted_layers
+from tfnorm.callbacks.probe import as_batches, check_probe_data
 
 
-class GradientNormCallback(_probe.SummaryCallback):
+class GradientNormCallback(SummaryCallback):
     """Writes each trainable layer's gradient norm on a probe batch to TensorBoard.
 
     Every `every_n_steps` training steps and at the end of every epoch, the
@@ -36,6 +38,9 @@ class GradientNormCallback(_probe.SummaryCallback):
     Under mixed precision the gradients are computed without loss scaling,
     so very small ones may underflow to 0 in float16 layers.
 
+    The gradients are computed once when `fit` starts, so probe data or a
+    loss the model cannot take fails then, naming the argument.
+
     Args:
         log_dir: str, the directory the event files are written to.
         data: the probe batch `(x, y)` or `(x, y, sample_weight)`, or a small
@@ -53,22 +58,23 @@ class GradientNormCallback(_probe.SummaryCallback):
     """
 
     def __init__(self, log_dir, data, every_n_steps=100, loss=None):
-        super().__init__(every_n_steps)
-        self.log_dir = str(log_dir)
-        self.batches = _probe.as_batches(data)
+        super().__init__(log_dir, every_n_steps)
+        self.batches = as_batches(data)
         if any(y is None for _, y, _ in self.batches):
             raise ValueError(
                 "`data` must hold targets: a tuple `(x, y)` or "
                 "`(x, y, sample_weight)`, or a dataset of them. "
                 f"Received: data={data!r}"
             )
+        if loss is not None:
+            _get_loss(loss)
         self.loss = loss
-        self._function = None
         self._entries = None
-        self._writer = _probe.SummaryWriter(self.log_dir)
+        self._gradients_fn = None
+        self._squares_fn = None
 
     def _forget_model(self):
-        self._function = None
+        self._gradients_fn = None
 
     def _loss_fn(self, model):
         loss = self.loss if self.loss is not None else getattr(model, "loss", None)
@@ -78,12 +84,15 @@ class GradientNormCallback(_probe.SummaryCallback):
                 "single loss or pass `loss=`. Received: "
                 f"loss={self.loss!r}, model.loss={getattr(model, 'loss', None)!r}"
             )
-        return keras.losses.get(loss)
+        return _get_loss(loss)
 
-    def _build(self):
-        model = _probe.require_model(self)
+    def _prepare(self, model):
+        self._build(model)
+        check_probe_data(model, self.compute, self.batches)
+
+    def _build(self, model):
         loss_fn = self._loss_fn(model)
-        self._entries = _probe.find_weighted_layers(model)
+        self._entries = find_weighted_layers(model)
         variables = [v for _, _, owned in self._entries for v in owned]
 
         def gradients_fn(x, y, sample_weight):
@@ -111,16 +120,18 @@ class GradientNormCallback(_probe.SummaryCallback):
                 )
             return tf.stack(squares) if squares else tf.zeros([0])
 
-        self._function = tf.function(gradients_fn, reduce_retracing=True)
+        self._gradients_fn = tf.function(gradients_fn, reduce_retracing=True)
         self._squares_fn = tf.function(squares_fn)
 
     def compute(self):
         """`{layer path: gradient norm}` on the probe data, plus `"global"`."""
-        if self._function is None:
-            self._build()
+        if self._gradients_fn is None:
+            self._build(require_model(self))
         summed = None
         for x, y, sample_weight in self.batches:
-            gradients = _in_one_replica(self.model, self._function, x, y, sample_weight)
+            gradients = _in_one_replica(
+                self.model, self._gradients_fn, x, y, sample_weight
+            )
             summed = (
                 gradients
                 if summed is None
@@ -139,11 +150,22 @@ class GradientNormCallback(_probe.SummaryCallback):
 
     def log(self, step):
         """Computes the gradient norms and writes them at `step`; returns them."""
+        self._prepare_once()
         norms = self.compute()
-        self._writer.write(
+        self.writer.write(
             step, scalars={f"{path}/grad_norm": value for path, value in norms.items()}
         )
         return norms
+
+
+def _get_loss(loss):
+    try:
+        return keras.losses.get(loss)
+    except (TypeError, ValueError) as error:
+        raise ValueError(
+            f"`loss` must be a loss that keras.losses.get accepts ({error}). "
+            f"Received: loss={loss!r}"
+        ) from None
 
 
 def _dense_float32(gradient, variable):

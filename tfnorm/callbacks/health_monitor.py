@@ -9,7 +9,9 @@ import warnings
 import numpy as np
 
 from tfnorm._checks import is_real
-from tfnorm.callbacks import _probe
+from tfnorm.callbacks.base import PeriodicCallback
+from tfnorm.callbacks.layers import find_norm_layers
+from tfnorm.callbacks.probe import NormProbe, as_batches, check_probe_data
 
 ON_PROBLEM_CHOICES = ("warn", "stop", "raise")
 
@@ -35,11 +37,12 @@ NormProblem.__doc__ = """One finding of `NormHealthMonitor`.
 `encoder/block_0/attention_norm`), or None for the loss; `statistic` names
 what was measured (`outputs/nonfinite_fraction`, `inputs/nonfinite_fraction`,
 `inputs/variance_over_epsilon`, `inputs/mean_square_over_epsilon`,
-`inputs/norm_over_epsilon`, `loss`); `threshold` is the limit it crossed.
+`inputs/norm_over_epsilon`, as each norm layer's `row_statistic_name`
+says, `loss`); `threshold` is the limit it crossed.
 """
 
 
-class NormHealthMonitor(_probe.PeriodicCallback):
+class NormHealthMonitor(PeriodicCallback):
     """Reports norm layers that produce NaN/Inf or whose input variance collapses.
 
     The classic half-precision failure of a Transformer shows up first in its
@@ -54,8 +57,9 @@ class NormHealthMonitor(_probe.PeriodicCallback):
       `training=False`, in a separate function, so training is unchanged) and
       checks, for every norm layer in call order: non-finite inputs,
       non-finite outputs, and the smallest per-row input variance (mean
-      square for RMS norms, L2 norm for ScaleNorm) divided by the layer's
-      `epsilon`, against `variance_floor`.
+      square for RMS norms, L2 norm for ScaleNorm: what the layer's
+      `row_statistic` returns) divided by the layer's `epsilon`, against
+      `variance_floor`.
 
     Findings go to `problems` (a list of `NormProblem`) and then, by
     `on_problem`: `"warn"` issues a `NormHealthWarning`; `"stop"` warns and
@@ -72,8 +76,9 @@ class NormHealthMonitor(_probe.PeriodicCallback):
         print(problem.step, problem.layer, problem.statistic, problem.value)
     ```
 
-    In a custom training loop, call `set_model(model)` once and
-    `check(step, loss)` when wanted.
+    The probe runs once when `fit` starts, so probe data the model cannot
+    take fails then, naming `data`. In a custom training loop, call
+    `set_model(model)` once and `check(step, loss)` when wanted.
 
     Args:
         data: the probe batch (`x`, `(x, y)` or `(x, y, sample_weight)`; only
@@ -104,35 +109,34 @@ class NormHealthMonitor(_probe.PeriodicCallback):
             )
         self.on_problem = on_problem
         self.variance_floor = float(variance_floor)
-        self.batches = None if data is None else _probe.as_batches(data)
+        self.batches = None if data is None else as_batches(data)
         self.problems = []
-        self._probe = None
+        self.probe = None
         self._loss_was_finite = True
 
     def _forget_model(self):
-        self._probe = None
+        self.probe = None
 
-    def _get_probe(self):
-        if self._probe is None:
-            model = _probe.require_model(self)
-            self._probe = _probe.NormProbe(
-                model,
-                _probe.find_norm_layers(model),
-                record=("inputs", "outputs"),
-                max_values=1,
-                input_floor=True,
-            )
-        return self._probe
+    def _prepare(self, model):
+        if self.batches is None:
+            return
+        self.probe = NormProbe(
+            model,
+            find_norm_layers(model),
+            record=("inputs", "outputs"),
+            max_values=1,
+            input_floor=True,
+        )
+        check_probe_data(model, lambda: self.probe.run(self.batches), self.batches)
 
     def probe_problems(self, step):
         """The problems found in the norm layers on the probe batch (no report)."""
         if self.batches is None:
             return []
+        self._prepare_once()
         problems = []
-        probe = self._get_probe()
-        results = probe.run(self.batches)
+        results = self.probe.run(self.batches)
         for path, recorded in results.items():
-            layer = dict(probe.entries)[path]
             for kind in ("inputs", "outputs"):
                 fraction = recorded[kind]["nonfinite_fraction"]
                 if fraction > 0:
@@ -143,12 +147,12 @@ class NormHealthMonitor(_probe.PeriodicCallback):
                     )
             ratio = recorded["floor"]
             if ratio < self.variance_floor:
-                moment = _probe._second_moment_kind(layer)
+                statistic = self.probe.statistics[path].row_statistic_name
                 problems.append(
                     NormProblem(
                         step,
                         path,
-                        f"inputs/{moment}_over_epsilon",
+                        f"inputs/{statistic}_over_epsilon",
                         ratio,
                         self.variance_floor,
                     )

@@ -5,10 +5,18 @@ from __future__ import annotations
 import warnings
 
 from tfnorm._checks import is_int
-from tfnorm.callbacks import _probe
+from tfnorm.callbacks.base import SummaryCallback
+from tfnorm.callbacks.layers import check_layer_selection, select_layers
+from tfnorm.callbacks.probe import (
+    RECORDABLE,
+    SCALARS,
+    NormProbe,
+    as_batches,
+    check_probe_data,
+)
 
 
-class NormHistogramCallback(_probe.SummaryCallback):
+class NormHistogramCallback(SummaryCallback):
     """Writes histograms of norm layers' outputs (and inputs) to TensorBoard.
 
     Keras's `TensorBoard(histogram_freq=...)` records weights only. This
@@ -46,8 +54,10 @@ class NormHistogramCallback(_probe.SummaryCallback):
     # tensorboard --logdir logs
     ```
 
-    In a custom training loop, call `set_model(model)` once and
-    `log(step)` whenever a record is wanted.
+    Every argument is checked here, and against the model when `fit`
+    starts (the probe runs once then, so data the model cannot take fails
+    before training, naming `data`). In a custom training loop, call
+    `set_model(model)` once and `log(step)` whenever a record is wanted.
 
     Args:
         log_dir: str, the directory the event files are written to.
@@ -64,7 +74,7 @@ class NormHistogramCallback(_probe.SummaryCallback):
         max_values: int or None, at most this many values per tensor go
             into a histogram (an evenly strided sample); the scalars use all
             values. Defaults to `10000`.
-        buckets: int, histogram buckets. Defaults to `30`.
+        buckets: int >= 1, histogram buckets. Defaults to `30`.
     """
 
     def __init__(
@@ -77,14 +87,13 @@ class NormHistogramCallback(_probe.SummaryCallback):
         max_values=10000,
         buckets=30,
     ):
-        super().__init__(every_n_steps)
         if isinstance(record, str):
             record = (record,)
         record = tuple(record)
-        unknown = [r for r in record if r not in _probe.RECORDABLE]
+        unknown = [r for r in record if r not in RECORDABLE]
         if not record or unknown:
             raise ValueError(
-                f"`record` must be a non-empty subset of {_probe.RECORDABLE}. "
+                f"`record` must be a non-empty subset of {RECORDABLE}. "
                 f"Received: record={record!r}"
             )
         if max_values is not None and (not is_int(max_values) or max_values < 1):
@@ -92,32 +101,32 @@ class NormHistogramCallback(_probe.SummaryCallback):
                 "`max_values` must be a positive int or None. "
                 f"Received: max_values={max_values!r}"
             )
-        self.log_dir = str(log_dir)
-        self.batches = _probe.as_batches(data)
+        if not is_int(buckets) or buckets < 1:
+            raise ValueError(
+                f"`buckets` must be a positive int. Received: buckets={buckets!r}"
+            )
+        check_layer_selection(layers)
+        super().__init__(log_dir, every_n_steps, buckets=int(buckets))
+        self.batches = as_batches(data)
         self.layers = layers
         self.record = record
         self.max_values = None if max_values is None else int(max_values)
-        self.buckets = buckets
-        self._probe = None
-        self._writer = _probe.SummaryWriter(self.log_dir, buckets=buckets)
+        self.buckets = int(buckets)
+        self.probe = None
 
     def _forget_model(self):
-        self._probe = None
+        self.probe = None
 
-    def _get_probe(self):
-        if self._probe is None:
-            model = _probe.require_model(self)
-            entries = _probe.select_layers(model, self.layers)
-            if not entries:
-                warnings.warn(
-                    f"NormHistogramCallback found no norm layer in model "
-                    f"{model.name!r}: nothing will be recorded.",
-                    stacklevel=2,
-                )
-            self._probe = _probe.NormProbe(
-                model, entries, self.record, max_values=self.max_values
+    def _prepare(self, model):
+        entries = select_layers(model, self.layers)
+        if not entries:
+            warnings.warn(
+                f"NormHistogramCallback found no norm layer in model "
+                f"{model.name!r}: nothing will be recorded.",
+                stacklevel=2,
             )
-        return self._probe
+        self.probe = NormProbe(model, entries, self.record, max_values=self.max_values)
+        check_probe_data(model, lambda: self.probe.run(self.batches), self.batches)
 
     def log(self, step):
         """Probes the model and writes the summaries at `step`.
@@ -127,7 +136,8 @@ class NormHistogramCallback(_probe.SummaryCallback):
             scalars written (`mean`, `std`, `min`, `max`,
             `nonfinite_fraction`), the value count and the histogram sample.
         """
-        results = self._get_probe().run(self.batches)
+        self._prepare_once()
+        results = self.probe.run(self.batches)
         histograms = {}
         scalars = {}
         for path, recorded in results.items():
@@ -135,7 +145,7 @@ class NormHistogramCallback(_probe.SummaryCallback):
                 stats = recorded[kind]
                 tag = f"{path}/{kind}"
                 histograms[tag] = stats["values"]
-                for name in _probe.SCALARS:
+                for name in SCALARS:
                     scalars[f"{tag}/{name}"] = stats[name]
-        self._writer.write(step, histograms, scalars)
+        self.writer.write(step, histograms, scalars)
         return results

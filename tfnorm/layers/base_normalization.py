@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from tfnorm._checks import is_int, is_real
 from tfnorm._keras import (
     Layer,
@@ -14,11 +16,20 @@ from tfnorm._keras import (
     tf,
 )
 
+_FLOAT32 = np.finfo(np.float32)
+#: The positive numbers float32 holds as normal numbers. Below, a value is
+#: subnormal (CPUs flush it to 0 in TensorFlow's kernels) or 0; above, inf.
+FLOAT32_NORMAL_RANGE = (float(_FLOAT32.tiny), float(_FLOAT32.max))
 
-def _validate_epsilon(epsilon):
-    if not is_real(epsilon) or epsilon <= 0:
+
+def _validate_epsilon(epsilon, layer_class):
+    low, high = layer_class._epsilon_range
+    if not is_real(epsilon) or not low <= epsilon <= high:
         raise ValueError(
-            f"`epsilon` must be a positive finite number. Received: epsilon={epsilon!r}"
+            f"`epsilon` must be a number in about [{low:.3g}, {high:.3g}] for "
+            f"{layer_class.__name__}: its statistics are float32, which turns "
+            "a smaller or larger epsilon into 0 or inf (NaN or all-zero "
+            f"outputs). Received: epsilon={epsilon!r}"
         )
     return float(epsilon)
 
@@ -29,9 +40,10 @@ def _validate_axis_type(axis):
     else:
         values = [axis]
     if not values or not all(is_int(a) for a in values):
+        # Keras's own norms word these errors so; its layer tests match them.
         raise TypeError(
-            "`axis` must be an int or a non-empty list of ints. "
-            f"Received: axis={axis!r}"
+            "Expected an int or a list/tuple of ints for the argument 'axis' "
+            f"(`axis` must be an int or a non-empty list of ints). Received: axis={axis!r}"
         )
     # Stored as given (an int stays an int, negatives stay negative) so a
     # saved config is not tied to the rank of the input it was built on.
@@ -49,14 +61,16 @@ def _resolve_axes(axis, shape):
     for a in _entries(axis):
         if not -rank <= a < rank:
             raise ValueError(
-                f"`axis` {a} is out of range for an input of rank {rank} "
-                f"(shape {shape}). Received: axis={plain_axis(axis)!r}"
+                "Invalid value for `axis` argument. Expected 0 <= axis < "
+                f"inputs.rank (with inputs.rank={rank}), or a negative axis "
+                f"counting from the end: `axis` {a} is out of range for an "
+                f"input of shape {shape}. Received: axis={plain_axis(axis)!r}"
             )
         positive.append(a % rank)
     if len(set(positive)) != len(positive):
         raise ValueError(
-            f"`axis` names the same dimension twice for an input of rank "
-            f"{rank}. Received: axis={plain_axis(axis)!r}"
+            f"Duplicate axis: `axis` names the same dimension twice for an "
+            f"input of rank {rank}. Received: axis={plain_axis(axis)!r}"
         )
     return positive
 
@@ -64,6 +78,13 @@ def _resolve_axes(axis, shape):
 def _input_order(positive):
     """Entry indices of `axis` in the order of the input's dims."""
     return sorted(range(len(positive)), key=positive.__getitem__)
+
+
+def _in_statistics_dtype(inputs):
+    # float32 whatever the policy (half types lose the statistics' digits);
+    # float64 inputs keep float64.
+    dtype = tf.as_dtype(inputs.dtype)
+    return tf.cast(inputs, tf.float64 if dtype == tf.float64 else tf.float32)
 
 
 class BaseNormalization(Layer):
@@ -77,13 +98,17 @@ class BaseNormalization(Layer):
     pass-through and the common config. Subclasses create their weights in
     `build` after calling `super().build` and implement
     `_normalize(x, positive)`, `positive` being this call's dims in the order
-    of `axis`.
+    of `axis`, and `_row_statistic(x, axes)`, the per-row quantity their
+    formula compares with `epsilon`, which monitoring reads through
+    `row_statistic` (see `tfnorm.callbacks.NormHealthMonitor`).
 
     Args:
         axis: int or list of ints, the axes to normalise over. Negative
             values count from the end of each input's shape; axes need not be
             contiguous.
-        epsilon: small positive float added for numerical stability.
+        epsilon: small positive float added for numerical stability, within
+            the class's `_epsilon_range` (float32's normal numbers, about
+            1.2e-38 to 3.4e38, unless the formula squares it).
         **kwargs: base layer keyword arguments (`name`, `dtype`, ...).
     """
 
@@ -91,10 +116,17 @@ class BaseNormalization(Layer):
     #: shared between inputs must then see the same sizes there).
     _sized_weights = True
 
+    #: The `epsilon` values the formula can use: those float32 (the
+    #: statistics dtype) holds as normal numbers.
+    _epsilon_range = FLOAT32_NORMAL_RANGE
+
+    #: What `row_statistic` measures ("variance", "mean_square", "norm").
+    row_statistic_name = None
+
     def __init__(self, axis=-1, epsilon=1e-5, **kwargs):
         super().__init__(**kwargs)
         self.axis = _validate_axis_type(axis)
-        self.epsilon = _validate_epsilon(epsilon)
+        self.epsilon = _validate_epsilon(epsilon, type(self))
         self.supports_masking = True
         keep_input_dtype(self)
         self._axis_sizes = None
@@ -174,9 +206,7 @@ class BaseNormalization(Layer):
         return self._apply(inputs, positive)
 
     def _apply(self, inputs, positive):
-        dtype = tf.as_dtype(inputs.dtype)
-        stats_dtype = tf.float64 if dtype == tf.float64 else tf.float32
-        outputs = self._normalize(tf.cast(inputs, stats_dtype), positive)
+        outputs = self._normalize(_in_statistics_dtype(inputs), positive)
         return tf.cast(outputs, self.compute_dtype)
 
     def _call_ragged(self, inputs, positive):
@@ -187,6 +217,33 @@ class BaseNormalization(Layer):
         return inputs.with_flat_values(self._apply(inputs.flat_values, flat))
 
     def _normalize(self, x, positive):
+        raise NotImplementedError
+
+    def reduction_axes(self, rank):
+        """The dims this layer normalises over in an input of `rank`,
+        non-negative and sorted."""
+        return sorted(_resolve_axes(self.axis, tf.TensorShape([None] * rank)))
+
+    def row_statistic(self, inputs):
+        """The per-row quantity this layer compares with `epsilon`.
+
+        The spread it divides by before `epsilon` enters (the variance for
+        LayerNormalization, the mean square for RMSNorm, the l2 norm for
+        ScaleNorm), computed as the layer computes it: in float32 (float64
+        for float64 inputs), over `reduction_axes`. When it is not well
+        above `epsilon`, `epsilon` dominates and the layer no longer
+        normalises.
+
+        Args:
+            inputs: a dense floating-point tensor the layer could be called on.
+
+        Returns:
+            A tensor of the input's shape without the normalised dims.
+        """
+        x = _in_statistics_dtype(inputs)
+        return self._row_statistic(x, self.reduction_axes(x.shape.rank))
+
+    def _row_statistic(self, x, axes):
         raise NotImplementedError
 
     def compute_output_shape(self, input_shape):

@@ -2,30 +2,32 @@
 
 from __future__ import annotations
 
-from tfnorm._keras import Layer, keras
+from tfnorm._keras import Layer, keras, keras_norm_classes, serialized_class_name
 from tfnorm.layers.base_normalization import BaseNormalization
 from tfnorm.layers.layer_normalization import LayerNormalization
 from tfnorm.layers.rms_norm import RMSNorm
 from tfnorm.layers.scale_norm import ScaleNorm
 
-_BY_NAME = {
-    "layer": LayerNormalization,
-    "layernorm": LayerNormalization,
-    "rms": RMSNorm,
-    "rmsnorm": RMSNorm,
-    "scale": ScaleNorm,
-    "scalenorm": ScaleNorm,
+#: Each norm's short name and alias: the names `get_norm` (and so every
+#: `norm=` argument and `tfnorm train --norm`) takes.
+_NAMES = {
+    LayerNormalization: ("layer", "layernorm"),
+    RMSNorm: ("rms", "rmsnorm"),
+    ScaleNorm: ("scale", "scalenorm"),
 }
+_BY_NAME = {name: cls for cls, names in _NAMES.items() for name in names}
 # What a norm *name* means: the Transformer setting. LayerNormalization's own
 # default epsilon is Keras's 1e-3 (it is a drop-in for Keras's layer), but
 # the original Transformer, PyTorch and keras-hub use 1e-5, and so do
 # tfnorm's encoders and `tfnorm train`, which pick norms by name.
 _NAME_DEFAULTS = {LayerNormalization: {"epsilon": 1e-5}}
-_BY_CLASS_NAME = {cls.__name__: cls for cls in (LayerNormalization, RMSNorm, ScaleNorm)}
+_BY_CLASS_NAME = {cls.__name__: cls for cls in _NAMES}
 _CHOICES = (
-    '"layer", "rms", "scale" (or "layernorm", "rmsnorm", "scalenorm"), a layer '
-    "config dict ({'class_name': ..., 'config': {...}}), a normalisation layer "
-    "class or a layer instance"
+    ", ".join(f'"{short}"' for short, _ in _NAMES.values())
+    + " (or "
+    + ", ".join(f'"{alias}"' for _, alias in _NAMES.values())
+    + "), a layer config dict ({'class_name': ..., 'config': {...}}), a "
+    "normalisation layer class or a layer instance"
 )
 
 
@@ -41,7 +43,9 @@ def get_norm(spec="layer", **overrides):
             (tfnorm's layers, or Keras's own LayerNormalization /
             RMSNormalization), a layer class, or a layer instance. An
             instance is a template: a fresh copy is returned, so two norms
-            built from one spec never share weights.
+            built from one spec never share weights. Whatever the form, it
+            must describe a normalisation layer (see `is_norm_layer`): any
+            other layer is an error.
         **overrides: constructor arguments that replace the spec's (e.g.
             `epsilon=1e-6`, `name="attention_norm"`). An `epsilon=None`
             override is ignored, meaning "the layer's default".
@@ -55,36 +59,65 @@ def get_norm(spec="layer", **overrides):
     >>> tfnorm.get_norm("rms", epsilon=1e-5).epsilon
     1e-05
     """
+    return norm_from_spec(spec, "spec", **overrides)
+
+
+def norm_from_spec(spec, argument, **overrides):
+    """`get_norm(spec, **overrides)` for a caller whose own argument is
+    called `argument` (e.g. `"norm"`), which its error messages then name."""
     overrides = {
         k: v for k, v in overrides.items() if not (k == "epsilon" and v is None)
     }
     if isinstance(spec, str):
         cls = _BY_NAME.get(spec.lower()) or _BY_CLASS_NAME.get(spec)
         if cls is None:
-            raise ValueError(f"Unknown norm {spec!r}. Choose one of: {_CHOICES}.")
+            raise _unknown(spec, argument)
         return cls(**{**_NAME_DEFAULTS.get(cls, {}), **overrides})
     if isinstance(spec, dict):
-        return _from_config_dict(spec, overrides)
+        return _checked(_from_config_dict(spec, overrides, argument), spec, argument)
     if isinstance(spec, type) and issubclass(spec, Layer):
+        _checked(spec, spec, argument)
         return spec(**overrides)
     if isinstance(spec, Layer):
+        _checked(spec, spec, argument)
         config = spec.get_config()
         config.pop("name", None)
         config.update(overrides)
         return type(spec).from_config(config)
-    raise ValueError(f"Unknown norm {spec!r}. Choose one of: {_CHOICES}.")
+    raise _unknown(spec, argument)
 
 
-def _from_config_dict(spec, overrides):
+def _unknown(spec, argument):
+    return ValueError(
+        f"Unknown norm {spec!r}. Choose one of: {_CHOICES}. "
+        f"Received: {argument}={spec!r}"
+    )
+
+
+def _checked(layer_or_class, spec, argument):
+    """`layer_or_class` if it is a normalisation layer (or class); else raises."""
+    cls = layer_or_class if isinstance(layer_or_class, type) else type(layer_or_class)
+    if not issubclass(cls, _norm_classes()):
+        raise ValueError(
+            f"`{argument}` must describe a normalisation layer (tfnorm's "
+            "LayerNormalization, RMSNorm or ScaleNorm, another "
+            "BaseNormalization subclass, or Keras's own "
+            f"{' or '.join(c.__name__ for c in keras_norm_classes())}); "
+            f"{cls.__name__} is not one. Received: {argument}={spec!r}"
+        )
+    return layer_or_class
+
+
+def _from_config_dict(spec, overrides, argument):
     if "class_name" not in spec:
         raise ValueError(
             f"A norm config dict needs 'class_name' and 'config' keys, as "
-            f"keras.layers.serialize writes them. Received: {spec!r}. "
-            f"Choose one of: {_CHOICES}."
+            f"keras.layers.serialize writes them. Choose one of: {_CHOICES}. "
+            f"Received: {argument}={spec!r}"
         )
     config = dict(spec.get("config") or {})
     config.update(overrides)
-    name = str(spec.get("registered_name") or spec["class_name"])
+    name = serialized_class_name(spec)
     # "tfnorm>X" is how our layers register; a bare "LayerNormalization" is
     # Keras's own layer, which `keras.layers.deserialize` rebuilds.
     if name.startswith("tfnorm>") and name[len("tfnorm>") :] in _BY_CLASS_NAME:
@@ -94,13 +127,10 @@ def _from_config_dict(spec, overrides):
     return keras.layers.deserialize({**spec, "config": config})
 
 
-def _keras_norm_classes():
-    classes = [keras.layers.LayerNormalization]
-    if hasattr(keras.layers, "RMSNormalization"):
-        classes.append(keras.layers.RMSNormalization)
-    return tuple(classes)
+def _norm_classes():
+    return (BaseNormalization,) + keras_norm_classes()
 
 
 def is_norm_layer(layer):
     """True for tfnorm's norms and Keras's own LayerNormalization/RMSNormalization."""
-    return isinstance(layer, (BaseNormalization,) + _keras_norm_classes())
+    return isinstance(layer, _norm_classes())

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from tfnorm._keras import register_serializable
+from tfnorm._keras import register_serializable, tf
 from tfnorm.layers import _ops
 from tfnorm.layers.base_normalization import AffineNormalization
 
@@ -53,9 +53,10 @@ class LayerNormalization(AffineNormalization):
         axis: int or list of ints. The axes to normalise over, usually the
             feature axis. Negative and non-contiguous axes are allowed.
             Defaults to `-1`.
-        epsilon: float > 0 added to the variance. Defaults to `1e-3`,
-            Keras's default, so that swapping the class leaves a model's
-            outputs unchanged. Transformer code (the original
+        epsilon: float added to the variance, in about [1.2e-38, 3.4e38]
+            (a normal float32 number: the statistics are float32). Defaults
+            to `1e-3`, Keras's default, so that swapping the class leaves a
+            model's outputs unchanged. Transformer code (the original
             implementations, PyTorch, keras-hub) uses `1e-5`, which
             `tfnorm.get_norm("layer")` and tfnorm's encoders pass; `1e-3`
             visibly damps low-variance features of pretrained Transformer
@@ -81,6 +82,8 @@ class LayerNormalization(AffineNormalization):
     Returns:
         A tensor of the same shape, in the layer's compute dtype.
     """
+
+    row_statistic_name = "variance"
 
     def __init__(
         self,
@@ -121,3 +124,6 @@ class LayerNormalization(AffineNormalization):
     def _normalize(self, x, positive):
         gamma, beta = self._gamma_beta(x, positive)
         return _ops.layer_norm(x, gamma, beta, sorted(positive), self.epsilon)
+
+    def _row_statistic(self, x, axes):
+        return tf.math.reduce_variance(x, axis=axes)

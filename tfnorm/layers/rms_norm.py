@@ -3,7 +3,7 @@ from __future__ import annotations
 import math
 
 from tfnorm._checks import is_real
-from tfnorm._keras import register_serializable
+from tfnorm._keras import register_serializable, tf
 from tfnorm.layers import _ops
 from tfnorm.layers.base_normalization import AffineNormalization
 
@@ -42,8 +42,9 @@ class RMSNorm(AffineNormalization):
     Args:
         axis: int or list of ints, the axes to normalise over. Defaults to
             `-1`.
-        epsilon: float > 0 added to the mean square. Defaults to `1e-6`
-            (T5, LLaMA and Keras's RMSNormalization).
+        epsilon: float added to the mean square, in about [1.2e-38, 3.4e38]
+            (a normal float32 number: the statistics are float32). Defaults
+            to `1e-6` (T5, LLaMA and Keras's RMSNormalization).
         scale: bool. Multiply by the learned scale. Defaults to `True`.
         center: bool. Add a learned offset `beta`. Defaults to `False`.
         zero_centered_gamma: bool. Store `s` and scale by `1 + s`. With the
@@ -67,6 +68,8 @@ class RMSNorm(AffineNormalization):
     Returns:
         A tensor of the same shape, in the layer's compute dtype.
     """
+
+    row_statistic_name = "mean_square"
 
     def __init__(
         self,
@@ -108,8 +111,11 @@ class RMSNorm(AffineNormalization):
                     "one axis; it cannot be used with several axes. Received: "
                     f"axis={self.axis!r}, partial={self.partial!r}"
                 )
-            size = self._axis_sizes[0]
-            self._partial_size = max(1, int(math.ceil(self.partial * size)))
+            self._partial_size = self._partial_features(self._axis_sizes[0])
+
+    def _partial_features(self, size):
+        """How many leading features of `size` estimate the RMS."""
+        return max(1, int(math.ceil(self.partial * size)))
 
     def _normalize(self, x, positive):
         gamma, beta = self._gamma_beta(x, positive)
@@ -120,6 +126,15 @@ class RMSNorm(AffineNormalization):
                 x, gamma, beta, positive[0], self._partial_size, self.epsilon
             )
         return _ops.rms_norm(x, gamma, beta, sorted(positive), self.epsilon)
+
+    def _row_statistic(self, x, axes):
+        if self.partial is not None and self.partial < 1.0:
+            (axis,) = axes  # `build` allows `partial` with one axis only.
+            begin = [0] * x.shape.rank
+            size = [-1] * x.shape.rank
+            size[axis] = self._partial_features(x.shape[axis])
+            x = tf.slice(x, begin, size)
+        return tf.reduce_mean(tf.square(x), axis=axes)
 
     def get_config(self):
         config = super().get_config()

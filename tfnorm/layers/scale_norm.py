@@ -4,7 +4,7 @@ import math
 
 from tfnorm._keras import keras, register_serializable, tf
 from tfnorm.layers import _ops
-from tfnorm.layers.base_normalization import BaseNormalization
+from tfnorm.layers.base_normalization import FLOAT32_NORMAL_RANGE, BaseNormalization
 
 
 @register_serializable
@@ -34,8 +34,10 @@ class ScaleNorm(BaseNormalization):
     Args:
         axis: int or list of ints, the axes to normalise over. Defaults to
             `-1`.
-        epsilon: float > 0, the smallest norm divided by (an all-zero row
-            stays zero instead of dividing by zero). Defaults to `1e-5`.
+        epsilon: float, the smallest norm divided by (an all-zero row
+            stays zero instead of dividing by zero), in about [1.1e-19,
+            1.8e19] (its square must be a normal float32 number). Defaults
+            to `1e-5`.
         scale_initializer: initializer of `g`, or None for the paper's
             `sqrt(d)` with `d` the number of normalised features. Defaults to
             `None`.
@@ -52,6 +54,12 @@ class ScaleNorm(BaseNormalization):
 
     # One scalar `g`: a shared layer serves inputs of any size.
     _sized_weights = False
+
+    # The formula compares ||x||^2 with epsilon^2, which float32 must hold
+    # as a normal number too (else an all-zero row gives 0 * inf = NaN).
+    _epsilon_range = tuple(math.sqrt(bound) for bound in FLOAT32_NORMAL_RANGE)
+
+    row_statistic_name = "norm"
 
     def __init__(
         self,
@@ -90,6 +98,9 @@ class ScaleNorm(BaseNormalization):
     def _normalize(self, x, positive):
         scale = tf.cast(tf.convert_to_tensor(self.g), x.dtype)
         return _ops.scale_norm(x, scale, sorted(positive), self.epsilon)
+
+    def _row_statistic(self, x, axes):
+        return tf.sqrt(tf.reduce_sum(tf.square(x), axis=axes))
 
     def get_config(self):
         config = super().get_config()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from tfnorm._keras import save_model
 from tfnorm.models.builders import build_classifier, build_encoder, encoder_layer
 from tfnorm.models.convert import replace_norms
 from tfnorm.models.encoder_block import NORM_POSITIONS, TransformerEncoderBlock
@@ -25,4 +26,5 @@ __all__ = [
     "build_encoder",
     "encoder_layer",
     "replace_norms",
+    "save_model",
 ]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tfnorm._keras import keras
-from tfnorm.layers.factory import get_norm
+from tfnorm.layers.factory import norm_from_spec
 from tfnorm.models.encoder_block import (
     TransformerEncoderBlock,
     _validate_positive_int,
@@ -208,7 +208,7 @@ def build_encoder(
         )
         x = block(x) if padding_mask is None else block(x, padding_mask=padding_mask)
     if final_norm:
-        x = get_norm(norm, epsilon=epsilons[-1], name="final_norm")(x)
+        x = norm_from_spec(norm, "norm", epsilon=epsilons[-1], name="final_norm")(x)
     if padding_mask is None:
         return keras.Model(sequence, x, name=name)
     return EncoderModel([sequence, padding_mask], x, name=name)

@@ -5,14 +5,17 @@ from __future__ import annotations
 from tfnorm._checks import is_int, is_real
 from tfnorm._keras import (
     Layer,
+    attention_projections,
     build_attention,
     build_sublayer,
     get_keras_mask,
     keras,
     register_serializable,
+    single_input_build_config,
     tf,
+    without_keras_mask,
 )
-from tfnorm.layers.factory import get_norm
+from tfnorm.layers.factory import norm_from_spec
 from tfnorm.models.matrix_initializer import MatrixInitializer
 
 NORM_POSITIONS = ("post", "pre", "sandwich", "deepnorm")
@@ -61,13 +64,14 @@ def _initializer_seed(config):
     return seed if is_int(seed) else None
 
 
-def _serializable_norm_spec(norm):
+def _serializable_norm_spec(norm, epsilon):
+    # A trial norm fails early, in `__init__`, on a bad spec or epsilon.
     # Names and config dicts are stored as given; a class or an instance is
     # turned into a config dict so `get_config` stays JSON-serialisable.
+    norm_from_spec(norm, "norm", epsilon=epsilon)
     if isinstance(norm, (str, dict)):
-        get_norm(norm)  # Fails early on an unknown spec.
         return norm
-    return keras.layers.serialize(get_norm(norm))
+    return keras.layers.serialize(norm_from_spec(norm, "norm"))
 
 
 @register_serializable
@@ -216,7 +220,7 @@ class TransformerEncoderBlock(Layer):
         self.ffn_dropout = (
             None if ffn_dropout is None else _validate_rate("ffn_dropout", ffn_dropout)
         )
-        self.norm = _serializable_norm_spec(norm)
+        self.norm = _serializable_norm_spec(norm, epsilon)
         self.norm_position = validate_norm_position(norm_position)
         self.epsilon = epsilon
         self.activation = keras.activations.get(activation)
@@ -253,8 +257,8 @@ class TransformerEncoderBlock(Layer):
         return keras.initializers.get(config)
 
     def _make_norm(self, name):
-        return get_norm(
-            self.norm, epsilon=self.epsilon, name=name, dtype=self.dtype_policy
+        return norm_from_spec(
+            self.norm, "norm", epsilon=self.epsilon, name=name, dtype=self.dtype_policy
         )
 
     def _norm_names(self):
@@ -297,20 +301,14 @@ class TransformerEncoderBlock(Layer):
             name="attention",
         )
         build_attention(self.attention, shape, shape)
+        projections = attention_projections(self.attention)
         seed = _initializer_seed(keras.initializers.serialize(self.kernel_initializer))
         if seed is not None:
             # MultiHeadAttention copies its one initializer to all four
             # projections, so a seeded one gives query, key, value and
             # output the same matrix in Keras 3 and tf_keras; draw the last
             # three again with their own seeds.
-            for index, dense in enumerate(
-                (
-                    self.attention._key_dense,
-                    self.attention._value_dense,
-                    self.attention._output_dense,
-                ),
-                start=1,
-            ):
+            for index, dense in enumerate(projections[1:], start=1):
                 initializer = MatrixInitializer(
                     self._clone_initializer(index), (self.d_model, self.d_model)
                 )
@@ -355,9 +353,10 @@ class TransformerEncoderBlock(Layer):
             # projections, but DeepNet scales only value and output (query
             # and key keep gain 1), so scale those kernels after creation.
             # Loading saved weights overwrites this, as it should.
+            _, _, value, output = projections
             for kernel in (
-                self.attention._value_dense.kernel,
-                self.attention._output_dense.kernel,
+                value.kernel,
+                output.kernel,
                 self.ffn_inner.kernel,
                 self.ffn_output.kernel,
             ):
@@ -366,13 +365,8 @@ class TransformerEncoderBlock(Layer):
         self.built = True
 
     def get_build_config(self):
-        # Keras 3 records the shape of every tensor argument (x and the
-        # masks) when masks are passed, then rebuilds with them as keyword
-        # arguments; `build` needs only x's shape.
-        config = super().get_build_config()
-        if config and "shapes_dict" in config:
-            return {"input_shape": next(iter(config["shapes_dict"].values()))}
-        return config
+        # `build` needs only x's shape, not the masks'.
+        return single_input_build_config(super().get_build_config())
 
     # -- forward ----------------------------------------------------------
 
@@ -397,12 +391,9 @@ class TransformerEncoderBlock(Layer):
         return mask
 
     def _self_attention(self, x, mask, training):
-        if get_keras_mask(x) is not None:
-            # Keras 3's MultiHeadAttention deletes the Keras mask of the
-            # tensor it receives (the caller's own `x` in Post-LN), so a
-            # second call with that tensor would run unmasked. `mask`
-            # already holds the padding: give attention a mask-free copy.
-            x = tf.identity(x)
+        # `mask` already holds the padding; attention must not consume the
+        # Keras mask of `x`, which Post-LN uses again for its residual.
+        x = without_keras_mask(x)
         return self.attention(x, x, attention_mask=mask, training=training)
 
     def _ffn(self, x, training):

@@ -298,17 +298,17 @@ finally:
 # ## 6. Save and reload
 #
 # tfnorm's layers are registered with Keras, so after `import tfnorm` a saved model
-# loads with plain `keras.models.load_model`, no `custom_objects`. The format
-# depends on the TensorFlow version: the `.keras` archive from TF 2.12 on, a
-# SavedModel directory on TF 2.9 (the GPU image).
+# loads with plain `keras.models.load_model`, no `custom_objects`. The native
+# format depends on the Keras in use: the `.keras` archive with Keras 3 and
+# tf_keras, a SavedModel directory with Keras 2.9 (the TF 2.9 GPU image).
+# `tfnorm.models.save_model` writes that format and returns the path it wrote.
 #
 # Subclassed models (like `ResidualClassifier`) have no config to rebuild them
 # from; save their weights and rebuild the class in code.
 
 # %%
-tf_version = tuple(int(part) for part in tf.__version__.split(".")[:2])
-model_path = "quickstart_model.keras" if tf_version >= (2, 12) else "quickstart_model"
-functional.save(model_path)
+model_path = tfnorm.models.save_model(functional, "quickstart_model")
+print("saved to", model_path)
 reloaded = keras.models.load_model(model_path)
 print("reloaded norm layer:", type(reloaded.get_layer("norm")).__name__)
 np.testing.assert_allclose(
