@@ -391,11 +391,12 @@ class _Terminal(io.StringIO):
 def test_progress_bar_only_when_stdout_is_a_terminal(
     tmp_path, stream_class, expect_bar
 ):
-    from tfnorm.training.trainer import _ProgressLog
+    from tfnorm.training.run_files import ProgressLog as _ProgressLog
 
     stream = stream_class()
     log_file = tmp_path / "progress.log"
-    with _ProgressLog(str(log_file), stream) as log:
+    with _ProgressLog(stream, str(log_file)) as log:
+        log.open_file()
         log.bar(3, 10, "step 3/10")
         log.line("step 3/10 loss 0.5")
         log.bar(4, 10, "step 4/10")

@@ -119,7 +119,16 @@ class PeriodicCallback(keras.callbacks.Callback):
     def on_train_begin(self, logs=None):
         optimizer = getattr(self.model, "optimizer", None)
         iterations = getattr(optimizer, "iterations", None)
-        self._step = 0 if iterations is None else int(np.asarray(iterations.numpy()))
+        self.begin_at(0 if iterations is None else int(np.asarray(iterations.numpy())))
+
+    def begin_at(self, step):
+        """Starts the step count at `step`, as `fit` does from the optimizer.
+
+        For custom training loops, whose model has no compiled optimizer to
+        read: a loop resuming at step 300 calls `begin_at(300)`, then the
+        usual `on_train_batch_end(batch)` / `on_epoch_*` hooks.
+        """
+        self._step = self._epoch_start_step = int(step)
         self._last_step = None
         if self.model.built:
             self._prepare_once()

@@ -1,0 +1,304 @@
+"""Checkpoint files of a run: finding, restoring, writing, pruning, locking.
+
+The files on disk are the truth, not the `checkpoint` state file: a garbled,
+empty or stale state file must never make a rerun start from step 0 and
+overwrite checkpoints it did not know about. So:
+
+* resume scans `ckpt-<step>.index` files, tries them newest first, and uses
+  the first that restores cleanly; damaged ones are reported with the reason
+  and moved to `damaged/` (kept, never deleted, never overwritten);
+* pruning (`keep_checkpoints`) deletes only checkpoints this run wrote or an
+  intact state file listed, so checkpoints of unknown origin stay;
+* a failed write (a full disk) removes its own partial files and raises
+  `CheckpointWriteError`, leaving every earlier checkpoint intact;
+* `DirectoryLock` keeps a second run off the same directory.
+
+The state file is still written (atomically, relative paths) so that
+`tf.train.latest_checkpoint` and other tools keep working.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+import shutil
+import socket
+
+from tfnorm._keras import tf
+
+PREFIX = "ckpt"
+STATE_FILE = "checkpoint"
+DAMAGED_DIR = "damaged"
+_INDEX = re.compile(rf"^{PREFIX}-(\d+)\.index$")
+_STATE_LINE = re.compile(
+    r'^(model_checkpoint_path|all_model_checkpoint_paths): "(.*)"$'
+)
+
+
+class CheckpointWriteError(OSError):
+    """A checkpoint could not be written (its partial files are removed)."""
+
+
+def checkpoint_prefix(directory, step):
+    return os.path.join(directory, f"{PREFIX}-{int(step)}")
+
+
+def scan(directory):
+    """`[(step, prefix)]` of every checkpoint whose index file is in `directory`,
+    oldest first."""
+    if not os.path.isdir(directory):
+        return []
+    found = []
+    for name in os.listdir(directory):
+        match = _INDEX.match(name)
+        if match:
+            step = int(match.group(1))
+            found.append((step, checkpoint_prefix(directory, step)))
+    return sorted(found)
+
+
+def files_of(prefix):
+    """The files making up the checkpoint `prefix` (index and data shards)."""
+    return sorted(glob.glob(glob.escape(prefix) + ".index")) + sorted(
+        glob.glob(glob.escape(prefix) + ".data-*")
+    )
+
+
+def read_state_file(directory):
+    """Checkpoint prefixes an intact state file lists, or None if it is unreadable.
+
+    "Intact" means every line parses and the file names at least the latest
+    checkpoint; anything else (garbage, an empty file) gives None.
+    """
+    path = os.path.join(directory, STATE_FILE)
+    try:
+        with open(path, encoding="utf-8") as handle:
+            lines = [line.strip() for line in handle if line.strip()]
+    except (OSError, UnicodeDecodeError):
+        return None
+    listed, latest = [], None
+    for line in lines:
+        match = _STATE_LINE.match(line)
+        if not match:
+            return None
+        name = match.group(2)
+        prefix = name if os.path.isabs(name) else os.path.join(directory, name)
+        if match.group(1) == "model_checkpoint_path":
+            latest = prefix
+        else:
+            listed.append(prefix)
+    if latest is None:
+        return None
+    return listed or [latest]
+
+
+def write_state_file(directory, prefixes):
+    """Writes the state file naming `prefixes` (oldest first; the last is latest)."""
+    names = [os.path.basename(prefix) for prefix in prefixes]
+    lines = [f'model_checkpoint_path: "{names[-1]}"']
+    lines += [f'all_model_checkpoint_paths: "{name}"' for name in names]
+    _atomic_write(os.path.join(directory, STATE_FILE), "\n".join(lines) + "\n")
+
+
+def restore_newest(checkpoint, directory, quarantine=True):
+    """Restores the newest checkpoint in `directory` that restores cleanly.
+
+    Args:
+        checkpoint: the `tf.train.Checkpoint` to restore into; every variable
+            must exist already (optimizer slots built), so that a later,
+            successful restore overwrites whatever a damaged one half-wrote.
+        directory: the checkpoint directory.
+        quarantine: once one restores, move the damaged newer ones to
+            `directory/damaged/`, where no save or pruning will touch them.
+            Only the process that owns the directory (the chief) should.
+
+    Returns:
+        `(prefix or None, skipped)`, `skipped` being `[{"path", "reason"}]`
+        for each damaged checkpoint newer than the one restored (every one
+        when none restores; those are left in place).
+    """
+    skipped = []
+    for _, prefix in reversed(scan(directory)):
+        try:
+            checkpoint.read(prefix).assert_existing_objects_matched()
+        except Exception as error:  # every reader error means "damaged"
+            skipped.append({"path": prefix, "reason": _one_line(error)})
+            continue
+        if quarantine:
+            # Moved so that this run's own saves at those steps cannot
+            # overwrite them.
+            for entry in skipped:
+                entry["moved_to"] = _move_to_damaged(entry["path"])
+        return prefix, skipped
+    return None, skipped
+
+
+def _move_to_damaged(prefix):
+    target = os.path.join(os.path.dirname(prefix), DAMAGED_DIR)
+    os.makedirs(target, exist_ok=True)
+    for path in files_of(prefix):
+        destination = os.path.join(target, os.path.basename(path))
+        if os.path.exists(destination):
+            stem, number = destination, 1
+            while os.path.exists(f"{stem}.{number}"):
+                number += 1
+            destination = f"{stem}.{number}"
+        os.replace(path, destination)
+    return target
+
+
+class CheckpointWriter:
+    """Writes `ckpt-<step>` files, the state file, and prunes old checkpoints.
+
+    Args:
+        checkpoint: the `tf.train.Checkpoint` to write.
+        directory: where to write.
+        keep: how many of the checkpoints this writer manages to keep.
+        known: prefixes it may prune besides its own (those an intact state
+            file listed when the run started); anything else is left alone.
+    """
+
+    def __init__(self, checkpoint, directory, keep, known=()):
+        self.checkpoint = checkpoint
+        self.directory = directory
+        self.keep = keep
+        on_disk = {prefix for _, prefix in scan(directory)}
+        self.managed = [prefix for prefix in known if prefix in on_disk]
+
+    def save(self, step):
+        """Writes the checkpoint of `step`; returns its prefix.
+
+        Raises:
+            CheckpointWriteError: the write failed; no partial file remains.
+        """
+        prefix = checkpoint_prefix(self.directory, step)
+        try:
+            os.makedirs(self.directory, exist_ok=True)
+            path = self.checkpoint.write(prefix)
+            self.managed = [p for p in self.managed if p != prefix] + [prefix]
+            write_state_file(self.directory, self._listed())
+        except (OSError, tf.errors.OpError) as error:
+            self._remove_partial(prefix)
+            raise CheckpointWriteError(
+                f"could not write checkpoint {prefix}: {_one_line(error)}"
+            ) from error
+        self._prune()
+        return path
+
+    def _listed(self):
+        """Every checkpoint on disk, oldest first, for the state file."""
+        return [prefix for _, prefix in scan(self.directory)]
+
+    def _prune(self):
+        while len(self.managed) > self.keep:
+            for path in files_of(self.managed.pop(0)):
+                os.remove(path)
+        write_state_file(self.directory, self._listed())
+
+    def _remove_partial(self, prefix):
+        self.managed = [p for p in self.managed if p != prefix]
+        for path in files_of(prefix) + glob.glob(glob.escape(prefix) + "_temp*"):
+            shutil.rmtree(path, ignore_errors=True)
+            if os.path.exists(path):
+                os.remove(path)
+        for temporary in glob.glob(os.path.join(self.directory, f"{STATE_FILE}.tmp*")):
+            os.remove(temporary)
+
+
+def remove_partial_writes(directory):
+    """Deletes `ckpt-*_temp*` leftovers of writes a killed process began."""
+    for path in glob.glob(os.path.join(glob.escape(directory), f"{PREFIX}-*_temp*")):
+        shutil.rmtree(path, ignore_errors=True)
+        if os.path.exists(path):
+            os.remove(path)
+
+
+def _atomic_write(path, text):
+    temporary = f"{path}.tmp{os.getpid()}"
+    try:
+        with open(temporary, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    except OSError:
+        if os.path.exists(temporary):
+            os.remove(temporary)
+        raise
+
+
+def _one_line(error):
+    text = str(error).strip().splitlines()
+    reason = text[0] if text else ""
+    return f"{type(error).__name__}: {reason}"[:300]
+
+
+class DirectoryLockedError(RuntimeError):
+    """Another live process holds the lock; `holder` is its lock-file text."""
+
+    def __init__(self, message, holder):
+        super().__init__(message)
+        self.holder = holder
+
+
+class DirectoryLock:
+    """An exclusive `flock` on `directory/LOCK_FILE`, naming its holder.
+
+    The kernel drops a `flock` when its process dies, however it dies, so a
+    lock left by a `kill -9` is never mistaken for a live one: the file still
+    names the dead holder, and the next run takes over with a warning.
+    (`flock` is reliable on local file systems; on NFS it depends on the
+    server.)
+    """
+
+    LOCK_FILE = "tfnorm.lock"
+
+    def __init__(self, directory):
+        self.path = os.path.join(directory, self.LOCK_FILE)
+        self._handle = None
+
+    def acquire(self):
+        """Takes the lock; returns the stale holder's text taken over, or None.
+
+        Raises:
+            DirectoryLockedError: a live process holds it.
+            OSError: the lock file cannot be created.
+        """
+        import fcntl
+
+        handle = open(self.path, "a+", encoding="utf-8")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _read_holder(handle)
+            handle.close()
+            raise DirectoryLockedError(
+                f"{os.path.dirname(self.path)} is in use by another run "
+                f"({holder or 'holder unknown'}; lock file {self.path})",
+                holder,
+            ) from None
+        stale = _read_holder(handle)
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"host {socket.gethostname()} pid {os.getpid()}\n")
+        handle.flush()
+        self._handle = handle
+        return stale or None
+
+    def release(self):
+        """Empties the lock file (an empty file means "free") and unlocks."""
+        if self._handle is None:
+            return
+        try:
+            self._handle.seek(0)
+            self._handle.truncate()
+        except OSError:
+            pass  # a full disk must not hide the run's own error
+        self._handle.close()
+        self._handle = None
+
+
+def _read_holder(handle):
+    handle.seek(0)
+    return handle.read().strip()

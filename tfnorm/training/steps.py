@@ -1,0 +1,148 @@
+"""The classifier's train and eval steps, the seeded batch order, evaluation.
+
+Kept apart from the loop so that a step is a plain function `run_loop` can
+call, and so that the batch order (which resume depends on) is written once.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tfnorm import _keras
+from tfnorm._keras import tf
+
+
+def sparse_cross_entropy(labels, logits):
+    return tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
+
+
+def correct_count(labels, logits):
+    predicted = tf.argmax(logits, -1, output_type=tf.int32)
+    return tf.reduce_sum(tf.cast(tf.equal(predicted, labels), tf.float32))
+
+
+def make_train_step(model, optimizer, strategy, global_batch_size):
+    """A compiled step: `(ids, labels) -> (summed loss, correct count)`.
+
+    Gradient clipping is the optimizer's (see `tfnorm.training.optimizers`),
+    which clips the gradient summed over the replicas on every runtime.
+    """
+
+    def replica_step(ids, labels):
+        with tf.GradientTape() as tape:
+            logits = tf.cast(model(ids, training=True), tf.float32)
+            loss = tf.nn.compute_average_loss(
+                sparse_cross_entropy(labels, logits),
+                global_batch_size=global_batch_size,
+            )
+            scaled_loss = _keras.scale_loss(optimizer, loss)
+        variables = model.trainable_variables
+        gradients = tape.gradient(scaled_loss, variables)
+        gradients = _keras.unscale_gradients(optimizer, gradients)
+        # Embedding gradients arrive as IndexedSlices whose row count depends
+        # on each replica's tokens; the all-reduce across replicas needs equal
+        # shapes, so they are made dense.
+        gradients = [
+            tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g
+            for g in gradients
+        ]
+        optimizer.apply_gradients(zip(gradients, variables))
+        return loss, correct_count(labels, logits)
+
+    # No Python control flow depends on tensors here, and autograph's
+    # conversion of the Keras call stack costs seconds per trace.
+    @tf.function(autograph=False)
+    def train_step(ids, labels):
+        loss, correct = strategy.run(replica_step, args=(ids, labels))
+        return (
+            strategy.reduce(tf.distribute.ReduceOp.SUM, loss, axis=None),
+            strategy.reduce(tf.distribute.ReduceOp.SUM, correct, axis=None),
+        )
+
+    return train_step
+
+
+def make_eval_step(model, max_len):
+    """A compiled step: `(ids, labels) -> (summed loss, correct count)`."""
+
+    @tf.function(
+        autograph=False,
+        input_signature=[
+            tf.TensorSpec([None, max_len], tf.int32),
+            tf.TensorSpec([None], tf.int32),
+        ],
+    )
+    def eval_step(ids, labels):
+        logits = tf.cast(model(ids, training=False), tf.float32)
+        return (
+            tf.reduce_sum(sparse_cross_entropy(labels, logits)),
+            correct_count(labels, logits),
+        )
+
+    return eval_step
+
+
+def evaluate(eval_step, dataset, batch_size):
+    """Mean loss and accuracy of `dataset`, in batches of `batch_size`.
+
+    The training batch size, so a batch size lowered to fit memory is also
+    what evaluation uses.
+    """
+    total_loss = total_correct = 0.0
+    for start in range(0, len(dataset), batch_size):
+        loss, correct = eval_step(
+            tf.constant(dataset.ids[start : start + batch_size]),
+            tf.constant(dataset.labels[start : start + batch_size]),
+        )
+        total_loss += float(loss)
+        total_correct += float(correct)
+    return {
+        "val_loss": total_loss / len(dataset),
+        "val_accuracy": total_correct / len(dataset),
+    }
+
+
+def distribute(strategy, ids, labels):
+    """Splits one global NumPy batch over the strategy's replicas."""
+    replicas = strategy.num_replicas_in_sync
+    if replicas == 1 and not isinstance(
+        strategy, tf.distribute.MultiWorkerMirroredStrategy
+    ):
+        return tf.constant(ids), tf.constant(labels)
+    per_replica = ids.shape[0] // replicas
+
+    def value_fn(context):
+        index = context.replica_id_in_sync_group
+        part = slice(index * per_replica, (index + 1) * per_replica)
+        return tf.constant(ids[part]), tf.constant(labels[part])
+
+    return strategy.experimental_distribute_values_from_function(value_fn)
+
+
+def batches(dataset, batch_size, seed, start_example=0):
+    """Global batches `(ids, labels)` in an order fixed by `seed` alone.
+
+    Pass `p` over the training set visits the examples in permutation `p`
+    (seeded by `seed` and `p`); the stream of passes is cut into batches of
+    `batch_size`. Starting at `start_example` reproduces exactly the batches
+    an uninterrupted run would have seen from there, which is what lets a
+    resumed run end with the same weights.
+    """
+    size = len(dataset)
+    pass_index, offset = divmod(int(start_example), size)
+    order = _permutation(seed, pass_index, size)
+    while True:
+        indices = []
+        while len(indices) < batch_size:
+            take = order[offset : offset + batch_size - len(indices)]
+            indices.extend(take.tolist())
+            offset += len(take)
+            if offset == size:
+                pass_index, offset = pass_index + 1, 0
+                order = _permutation(seed, pass_index, size)
+        yield dataset.ids[indices], dataset.labels[indices]
+
+
+def _permutation(seed, pass_index, size):
+    mixed = (seed * 1000003 + pass_index * 7919 + 17) % (2**31 - 1)
+    return np.random.RandomState(mixed).permutation(size)
