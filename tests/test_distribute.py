@@ -17,9 +17,8 @@ import pytest
 import tfnorm
 from tests.conftest import REPO
 from tfnorm import distribute
-from tfnorm._keras import keras, tf
+from tfnorm._keras import build_optimizer, keras, tf
 from tfnorm.training import make_optimizer
-from tfnorm.training.optimizers import build_optimizer
 
 TWO_WORKERS = {
     "cluster": {"worker": ["127.0.0.1:2222", "127.0.0.1:2223"]},
@@ -258,9 +257,8 @@ import json, os, shutil, sys, tempfile
 import numpy as np
 import tfnorm
 from tfnorm import distribute
-from tfnorm._keras import keras, tf
+from tfnorm._keras import build_optimizer, keras, tf
 from tfnorm.training import make_optimizer
-from tfnorm.training.optimizers import build_optimizer
 
 strategy = distribute.get_strategy("auto")
 assert isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy), strategy

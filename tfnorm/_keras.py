@@ -289,17 +289,6 @@ def unscale_gradients(optimizer, gradients):
     return gradients
 
 
-def pending_loss_scale(optimizer):
-    """The factor still in gradients returned by `unscale_gradients` (1.0 if none).
-
-    Keras 3's LossScaleOptimizer leaves its scale in the gradients until
-    `apply_gradients`; Keras 2's has removed it by then.
-    """
-    if IS_KERAS_3 and hasattr(optimizer, "inner_optimizer"):
-        return tf.cast(tf.convert_to_tensor(optimizer.dynamic_scale), tf.float32)
-    return 1.0
-
-
 def build_optimizer(optimizer, variables):
     """Creates `optimizer`'s slot variables for `variables` without a step.
 

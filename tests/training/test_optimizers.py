@@ -6,14 +6,9 @@ import numpy as np
 import pytest
 
 import tfnorm
-from tfnorm._keras import keras, tf
+from tfnorm._keras import build_optimizer, keras, tf
 from tfnorm.training import make_optimizer
-from tfnorm.training.optimizers import (
-    AdamW,
-    build_optimizer,
-    norm_variable_paths,
-    variable_path,
-)
+from tfnorm.training.optimizers import AdamW, norm_variable_paths, variable_path
 
 LR, WD = 0.1, 0.5  # one zero-gradient step shrinks decayed variables by 5 %
 

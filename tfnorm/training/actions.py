@@ -258,6 +258,15 @@ class NormHistograms(Action):
         self.steps_per_epoch = steps_per_epoch
         self._epoch_start = 0
 
+    @classmethod
+    def for_model(cls, model, log_dir, probe_batch, every_n_steps, steps_per_epoch):
+        """The action around a new `NormHistogramCallback` for `model`."""
+        from tfnorm.callbacks import NormHistogramCallback
+
+        callback = NormHistogramCallback(log_dir, probe_batch, every_n_steps)
+        callback.set_model(model)
+        return cls(callback, steps_per_epoch)
+
     def on_start(self, step):
         self.callback.begin_at(step)
         self._epoch_start = step

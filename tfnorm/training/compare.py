@@ -32,10 +32,11 @@ import time
 
 import numpy as np
 
+from tfnorm import _keras
 from tfnorm._checks import is_int
 from tfnorm._keras import keras, tf
 from tfnorm.models.encoder_block import NORM_POSITIONS
-from tfnorm.training.optimizers import build_optimizer, make_optimizer, variable_path
+from tfnorm.training.optimizers import make_optimizer, variable_path
 from tfnorm.training.schedules import WarmupSchedule
 
 #: Accuracy that counts as "learned the task".
@@ -177,7 +178,7 @@ class _Trainer:
         self.optimizer = make_optimizer(
             "adam", cfg["learning_rate"], beta_2=0.98, epsilon=1e-9
         )
-        build_optimizer(self.optimizer, self.model.trainable_variables)
+        _keras.build_optimizer(self.optimizer, self.model.trainable_variables)
         self.train_step = tf.function(self._train_step, jit_compile=cfg["jit_compile"])
         self.accuracy = tf.function(self._accuracy)
 

@@ -95,20 +95,22 @@ def run_loop(step_fn, start_step, total_steps, actions, status="completed"):
         with the status "failed").
     """
     result = LoopResult(status, start_step, start_step)
+    step = start_step
     try:
         for action in actions:
             action.on_start(start_step)
-        step = start_step
         while step < total_steps:
-            stop = _run_step(step_fn, step + 1, actions)
-            if stop is None or stop.counted:
-                step += 1
+            step += 1
+            stop = _run_step(step_fn, step, actions)
+            if stop is not None and not stop.counted:
+                step -= 1
             result.step = step
             if stop is not None:
                 _finish_early(result, step, stop, actions)
                 break
     except StopRun as error:
-        result.stop, result.status = error.stop, error.stop.status
+        # The step ran; an action (such as a failed save) ended the run on it.
+        result.step, result.stop, result.status = step, error.stop, error.stop.status
     except BaseException as error:
         result.status = "failed"
         result.stop = Stop("failed", f"{type(error).__name__}: {error}")

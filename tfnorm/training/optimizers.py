@@ -54,19 +54,10 @@ def norm_variable_paths(model_or_layers) -> set:
     )
     paths = set()
     for root in layers:
-        for layer in _all_layers(root):
+        for layer in [root] + _keras.sublayers(root):
             if is_norm_layer(layer):
                 paths.update(variable_path(v) for v in layer.weights)
     return paths
-
-
-def _all_layers(root):
-    flatten = getattr(root, "_flatten_layers", None)
-    if flatten is not None:
-        return list(flatten(include_self=True, recursive=True))
-    return [root] + [
-        m for m in getattr(root, "submodules", ()) if hasattr(m, "weights")
-    ]
 
 
 class _DecayExclusion:
@@ -340,21 +331,6 @@ def make_optimizer(
     )
     if model is not None:
         optimizer.exclude_variables(model)
-    return optimizer
-
-
-def build_optimizer(optimizer, var_list):
-    """Creates `optimizer`'s slot variables for `var_list` now.
-
-    Custom training loops under a `tf.distribute` strategy should call this
-    inside `strategy.scope()` before the first `strategy.run`: creating the
-    slots lazily inside a replica function fails in some Keras versions.
-    """
-    build = getattr(optimizer, "build", None)
-    if build is not None:
-        build(list(var_list))
-    else:  # Keras 2 OptimizerV2 has no public build.
-        optimizer._create_all_weights(list(var_list))
     return optimizer
 
 

@@ -62,6 +62,28 @@ def make_train_step(model, optimizer, strategy, global_batch_size):
     return train_step
 
 
+def classifier_step_fn(training, train_set, batch_size, seed):
+    """The `step_fn` `run_loop` calls: one batch of the seeded order, one step.
+
+    Continues the batch order where the restored `training.examples_seen`
+    says, and advances it and `training.step` with every step, so a
+    checkpoint written after step N resumes exactly at step N + 1.
+    """
+    train_step = make_train_step(
+        training.model, training.optimizer, training.strategy, batch_size
+    )
+    stream = batches(train_set, batch_size, seed, int(training.examples_seen.numpy()))
+
+    def step_fn(step):
+        ids, labels = next(stream)
+        loss, correct = train_step(*distribute(training.strategy, ids, labels))
+        training.step.assign(step)
+        training.examples_seen.assign_add(batch_size)
+        return {"loss": float(loss), "correct": float(correct)}
+
+    return step_fn
+
+
 def make_eval_step(model, max_len):
     """A compiled step: `(ids, labels) -> (summed loss, correct count)`."""
 

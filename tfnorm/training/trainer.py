@@ -38,14 +38,13 @@ Example:
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import sys
 import time
 
 from tfnorm import _keras
-from tfnorm.training import actions, checkpoints, run_files, steps
+from tfnorm.training import actions, checkpoints, resume, run_files, steps
 from tfnorm.training import data as data_lib
 from tfnorm.training.build import build_training
 from tfnorm.training.config import ConfigError, TrainConfig
@@ -118,16 +117,19 @@ class _Run:
         self.flag = flag
         self.is_chief = is_chief()
         self.vocabulary = self.data_sha256 = None
-        self.resumed = {"checkpoint": None, "skipped": []}
+        self.resumed = resume.Resumed()
 
     def run(self):
         started = time.time()
-        inspected = self._inspect_checkpoint_dir()
+        inspected = resume.inspect(self.config.checkpoint_dir)
         train_set, val_set = self._load_data(*inspected)
         cadence = self._cadence(train_set)
         parts = build_training(self.config, train_set, cadence.total_steps)
-        with self._claimed(inspected):
-            start = self._restore(parts, train_set, cadence)
+        with resume.claimed(self.config, self.log, self.is_chief, inspected):
+            self.resumed = resume.restore(
+                parts.checkpoint, self.config.checkpoint_dir, self.log, self.is_chief
+            )
+            start = self._start_step(parts, train_set, cadence)
             self._write_run_files(train_set)
             summary = self._train(parts, train_set, val_set, cadence, start)
             summary["data"] = self._data_summary(train_set, val_set)
@@ -138,11 +140,6 @@ class _Run:
             return summary
 
     # ------------------------------------------------ before anything is written
-
-    def _inspect_checkpoint_dir(self):
-        """What the checkpoint directory holds, read without changing it."""
-        directory = self.config.checkpoint_dir
-        return run_files.read_run_config(directory), bool(checkpoints.scan(directory))
 
     def _load_data(self, saved, has_checkpoint):
         """The training and validation sets; every data problem surfaces here."""
@@ -189,68 +186,10 @@ class _Run:
             )
         return actions.Cadence(steps_per_epoch, total_steps, config.checkpoint_every)
 
-    # ------------------------------------------------------ claiming the directories
-
-    @contextlib.contextmanager
-    def _claimed(self, inspected):
-        """Creates the directories, locks the checkpoint directory, opens the log.
-
-        Only the chief creates and locks; a live holder of the lock is named
-        in the error, a dead one's lock is taken over with a warning.
-        """
-        config = self.config
-        lock = checkpoints.DirectoryLock(config.checkpoint_dir)
-        if self.is_chief:
-            for key in ("logdir", "checkpoint_dir"):
-                _make_directory(key, getattr(config, key))
-            stale = _acquire(lock, config.checkpoint_dir)
-        try:
-            _open_log_file(self.log, config.log_file)
-            if self.is_chief:
-                if stale:
-                    self.log.line(
-                        f"warning: took over the lock left by a run that is gone ({stale})"
-                    )
-                self._check_unchanged(inspected)
-                checkpoints.remove_partial_writes(config.checkpoint_dir)
-            yield
-        finally:
-            lock.release()
-
-    def _check_unchanged(self, inspected):
-        if self._inspect_checkpoint_dir() != inspected:
-            raise ConfigError(
-                "checkpoint_dir",
-                f"{self.config.checkpoint_dir} changed while this run was reading "
-                "its data (another run used it); rerun the command. Received: "
-                f"checkpoint_dir={self.config.checkpoint_dir!r}",
-            )
-
-    def _restore(self, parts, train_set, cadence):
-        """Restores the newest clean checkpoint; returns the step to start from."""
-        directory = self.config.checkpoint_dir
-        self.known_checkpoints = checkpoints.read_state_file(directory) or []
-        latest, skipped = checkpoints.restore_newest(
-            parts.checkpoint, directory, quarantine=self.is_chief
-        )
-        for entry in skipped:
-            self.log.line(
-                f"warning: skipped damaged checkpoint {entry['path']} "
-                f"({entry['reason']})"
-                + (f"; moved to {entry['moved_to']}" if "moved_to" in entry else "")
-            )
-        if latest is None and skipped:
-            raise ConfigError(
-                "checkpoint_dir",
-                f"none of the {len(skipped)} checkpoint(s) in {directory} restores "
-                "(see the warnings above); they are left as they are. Move them "
-                "away to start over, or use another --checkpoint-dir. Received: "
-                f"checkpoint_dir={directory!r}",
-            )
-        self.resumed = {"checkpoint": latest, "skipped": skipped}
-        if latest:
+    def _start_step(self, parts, train_set, cadence):
+        if self.resumed.checkpoint:
             start = int(parts.step.numpy())
-            self.log.line(f"resumed from step {start} ({latest})")
+            self.log.line(f"resumed from step {start} ({self.resumed.checkpoint})")
             return start
         self.log.line(
             f"starting from step 0: {cadence.total_steps} steps "
@@ -276,41 +215,21 @@ class _Run:
 
     def _train(self, parts, train_set, val_set, cadence, start):
         """Runs the loop; returns the summary however it ends (re-raises bugs)."""
-        config = self.config
-        train_step = steps.make_train_step(
-            parts.model, parts.optimizer, parts.strategy, config.batch_size
+        step_fn = steps.classifier_step_fn(
+            parts, train_set, self.config.batch_size, self.config.seed
         )
-        batches = steps.batches(
-            train_set, config.batch_size, config.seed, int(parts.examples_seen.numpy())
-        )
-
-        def step_fn(step):
-            ids, labels = next(batches)
-            loss, correct = train_step(*steps.distribute(parts.strategy, ids, labels))
-            parts.step.assign(step)
-            parts.examples_seen.assign_add(config.batch_size)
-            return {"loss": float(loss), "correct": float(correct)}
-
         run_actions = self._actions(parts, train_set, val_set, cadence)
         try:
             self._write_run_files(train_set)
             result = run_loop(step_fn, start, cadence.total_steps, run_actions)
-        except OSError as error:  # an output the loop writes besides checkpoints
-            result = LoopResult(
-                "failed",
-                int(parts.step.numpy()),
-                start,
-                Stop("failed", _one_line(error)),
-            )
         except BaseException as error:
-            result = LoopResult(
-                "failed",
-                int(parts.step.numpy()),
-                start,
-                Stop("failed", _one_line(error)),
-            )
-            self._write_summary(self._summary(result, run_actions, cadence, None))
-            raise
+            stop = Stop("failed", _one_line(error))
+            result = LoopResult("failed", int(parts.step.numpy()), start, stop)
+            # A full disk for the log or run files ends the run like one for
+            # a checkpoint; anything else is a bug, reported after the summary.
+            if not isinstance(error, OSError):
+                self._write_summary(self._summary(result, run_actions, cadence, None))
+                raise
         return self._finish(result, parts, run_actions, cadence)
 
     def _actions(self, parts, train_set, val_set, cadence):
@@ -320,13 +239,13 @@ class _Run:
         checkpointing = actions.Checkpointing(
             checkpoints.CheckpointWriter(
                 parts.checkpoint,
-                self._checkpoint_directory(),
+                resume.own_checkpoint_dir(self.config, self.is_chief),
                 config.keep_checkpoints,
-                known=self.known_checkpoints,
+                known=self.resumed.known,
             ),
             cadence,
             log,
-            last_path=self.resumed["checkpoint"],
+            last_path=self.resumed.checkpoint,
             scratch=not self.is_chief,
         )
         last_checkpoint = lambda: checkpointing.last_path  # noqa: E731
@@ -343,15 +262,15 @@ class _Run:
         ]
         logdir = config.logdir if self.is_chief else None
         if logdir and config.histogram_every:
-            from tfnorm.callbacks import NormHistogramCallback
-
-            callback = NormHistogramCallback(
-                os.path.join(logdir, "norms"),
-                probe_batch,
-                every_n_steps=config.histogram_every,
+            chosen.append(
+                actions.NormHistograms.for_model(
+                    parts.model,
+                    os.path.join(logdir, "norms"),
+                    probe_batch,
+                    config.histogram_every,
+                    cadence.steps_per_epoch,
+                )
             )
-            callback.set_model(parts.model)
-            chosen.append(actions.NormHistograms(callback, cadence.steps_per_epoch))
         chosen.append(
             actions.Progress(
                 log,
@@ -378,23 +297,13 @@ class _Run:
         chosen.append(actions.SignalStop(self.flag, log, last_checkpoint))
         return chosen
 
-    def _checkpoint_directory(self):
-        """The chief's checkpoint directory, or a worker's scratch one inside it."""
-        if self.is_chief:
-            return self.config.checkpoint_dir
-        from tfnorm.distribute import parse_tf_config
-
-        task = parse_tf_config(os.environ.get("TF_CONFIG"))["task"]
-        name = f".{task['type']}_{task.get('index', 0)}"
-        return os.path.join(self.config.checkpoint_dir, name)
-
     # ------------------------------------------------------------------ the end
 
     def _finish(self, result, parts, run_actions, cadence):
         """Exports a completed run and builds the summary."""
         model_path = None
         if result.status == "completed":
-            if self.resumed["checkpoint"] and result.start_step >= cadence.total_steps:
+            if self.resumed.checkpoint and result.start_step >= cadence.total_steps:
                 self.log.line("the checkpoint is already at the final step")
             if self.config.export:
                 try:
@@ -416,7 +325,7 @@ class _Run:
         if self.is_chief:
             return run_files.export_model(model, self.config.logdir)
         # Every worker takes part in saving; only the chief's copy is kept.
-        scratch = self._checkpoint_directory()
+        scratch = resume.own_checkpoint_dir(self.config, self.is_chief)
         os.makedirs(scratch, exist_ok=True)
         run_files.export_model(model, scratch)
         shutil.rmtree(scratch, ignore_errors=True)
@@ -436,8 +345,8 @@ class _Run:
             "final_step": result.step,
             "total_steps": cadence.total_steps,
             "resumed_from_step": result.start_step,
-            "resumed_from_checkpoint": self.resumed["checkpoint"],
-            "skipped_checkpoints": self.resumed["skipped"],
+            "resumed_from_checkpoint": self.resumed.checkpoint,
+            "skipped_checkpoints": self.resumed.skipped,
             "metrics": metrics,
             "model_path": model_path,
             "checkpoint": checkpointing.last_path,
@@ -463,45 +372,6 @@ class _Run:
             "num_classes": train_set.num_classes,
             "sha256": self.data_sha256,
         }
-
-
-def _make_directory(key, path):
-    try:
-        os.makedirs(path, exist_ok=True)
-    except OSError as error:
-        raise ConfigError(
-            key,
-            f"{key} cannot be created: {error.strerror or error}. "
-            f"Received: {key}={path!r}",
-        ) from None
-
-
-def _acquire(lock, directory):
-    try:
-        return lock.acquire()
-    except checkpoints.DirectoryLockedError as error:
-        raise ConfigError(
-            "checkpoint_dir",
-            f"{error}. Wait for it to end, or use another --checkpoint-dir. "
-            f"Received: checkpoint_dir={directory!r}",
-        ) from None
-    except OSError as error:
-        raise ConfigError(
-            "checkpoint_dir",
-            f"checkpoint_dir is not writable: {error.strerror or error}. "
-            f"Received: checkpoint_dir={directory!r}",
-        ) from None
-
-
-def _open_log_file(log, path):
-    try:
-        log.open_file()
-    except OSError as error:
-        raise ConfigError(
-            "log_file",
-            f"log_file cannot be opened: {error.strerror or error}. "
-            f"Received: log_file={path!r}",
-        ) from None
 
 
 def _one_line(error):

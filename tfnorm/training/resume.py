@@ -1,0 +1,176 @@
+"""Taking over a run's directories and finding where to continue.
+
+In this order, because nothing may be created before the settings and the
+data are known to be good, and nothing may be resumed before the run owns
+the checkpoint directory:
+
+1. `inspect` reads what the checkpoint directory holds, changing nothing
+   (the data loader needs it: a saved vocabulary only counts together with
+   a checkpoint of the same run);
+2. `claimed` creates the directories, locks the checkpoint directory (the
+   chief only), opens the log file, checks that the directory did not
+   change since `inspect`, and removes half-written checkpoint files of a
+   killed run;
+3. `restore` restores the newest checkpoint that restores cleanly.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+
+from tfnorm.training import checkpoints, run_files
+from tfnorm.training.config import ConfigError
+
+
+@dataclasses.dataclass
+class Resumed:
+    """Where a run continues from.
+
+    Attributes:
+        checkpoint: the restored checkpoint's prefix, or None (fresh start).
+        skipped: damaged checkpoints passed over, each `{"path", "reason"}`
+            (and `"moved_to"` once moved aside).
+        known: checkpoint prefixes an intact state file listed, which the
+            run may prune like its own.
+    """
+
+    checkpoint: str | None = None
+    skipped: list = dataclasses.field(default_factory=list)
+    known: list = dataclasses.field(default_factory=list)
+
+
+def inspect(checkpoint_dir):
+    """`(saved run config or None, has_checkpoint)`, read without changing anything."""
+    return (
+        run_files.read_run_config(checkpoint_dir),
+        bool(checkpoints.scan(checkpoint_dir)),
+    )
+
+
+@contextlib.contextmanager
+def claimed(config, log, is_chief, inspected):
+    """Creates the directories, locks the checkpoint directory, opens the log.
+
+    Only the chief creates and locks; a live holder of the lock is named in
+    the error, a dead one's lock is taken over with a warning. The lock is
+    released when the block ends.
+
+    Raises:
+        ConfigError: a directory or the log file cannot be created, the
+            directory is locked, or it changed since `inspected` was read.
+    """
+    lock = checkpoints.DirectoryLock(config.checkpoint_dir)
+    stale = None
+    if is_chief:
+        for key in ("logdir", "checkpoint_dir"):
+            _make_directory(key, getattr(config, key))
+        stale = _acquire(lock, config.checkpoint_dir)
+    try:
+        _open_log_file(log, config.log_file)
+        if stale:
+            log.line(
+                f"warning: took over the lock left by a run that is gone ({stale})"
+            )
+        if is_chief:
+            _check_unchanged(config.checkpoint_dir, inspected)
+            checkpoints.remove_partial_writes(config.checkpoint_dir)
+        yield
+    finally:
+        lock.release()
+
+
+def restore(checkpoint, directory, log, is_chief):
+    """Restores the newest clean checkpoint in `directory`; returns `Resumed`.
+
+    Damaged checkpoints are reported in the log; the chief moves those newer
+    than the restored one aside (see `checkpoints.restore_newest`).
+
+    Raises:
+        ConfigError: checkpoints exist but none restores. Starting over would
+            bury them, so the user decides.
+    """
+    known = checkpoints.read_state_file(directory) or []
+    latest, skipped = checkpoints.restore_newest(
+        checkpoint, directory, quarantine=is_chief
+    )
+    for entry in skipped:
+        moved = f"; moved to {entry['moved_to']}" if "moved_to" in entry else ""
+        log.line(
+            f"warning: skipped damaged checkpoint {entry['path']} "
+            f"({entry['reason']}){moved}"
+        )
+    if latest is None and skipped:
+        raise ConfigError(
+            "checkpoint_dir",
+            f"none of the {len(skipped)} checkpoint(s) in {directory} restores "
+            "(see the warnings above); they are left as they are. Move them "
+            "away to start over, or use another --checkpoint-dir. Received: "
+            f"checkpoint_dir={directory!r}",
+        )
+    return Resumed(latest, skipped, known)
+
+
+def own_checkpoint_dir(config, is_chief):
+    """The chief's checkpoint directory, or a worker's scratch one inside it.
+
+    Every worker must take part in each save (the variables are mirrored),
+    but only the chief's files are kept.
+    """
+    if is_chief:
+        return config.checkpoint_dir
+    from tfnorm.distribute import parse_tf_config
+
+    task = parse_tf_config(os.environ.get("TF_CONFIG"))["task"]
+    return os.path.join(
+        config.checkpoint_dir, f".{task['type']}_{task.get('index', 0)}"
+    )
+
+
+def _check_unchanged(directory, inspected):
+    if inspect(directory) != inspected:
+        raise ConfigError(
+            "checkpoint_dir",
+            f"{directory} changed while this run was reading its data (another "
+            f"run used it); rerun the command. Received: checkpoint_dir={directory!r}",
+        )
+
+
+def _make_directory(key, path):
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as error:
+        raise ConfigError(
+            key,
+            f"{key} cannot be created: {error.strerror or error}. "
+            f"Received: {key}={path!r}",
+        ) from None
+
+
+def _acquire(lock, directory):
+    try:
+        return lock.acquire()
+    except checkpoints.DirectoryLockedError as error:
+        raise ConfigError(
+            "checkpoint_dir",
+            f"{error}. Wait for it to end, or use another --checkpoint-dir. "
+            f"Received: checkpoint_dir={directory!r}",
+        ) from None
+    except OSError as error:
+        raise ConfigError(
+            "checkpoint_dir",
+            f"checkpoint_dir is not writable: {error.strerror or error}. "
+            f"Received: checkpoint_dir={directory!r}",
+        ) from None
+
+
+def _open_log_file(log, path):
+    try:
+        log.open_file()
+    except OSError as error:
+        raise ConfigError(
+            "log_file",
+            f"log_file cannot be opened: {error.strerror or error}. "
+            f"Received: log_file={path!r}",
+        ) from None
