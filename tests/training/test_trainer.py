@@ -378,30 +378,3 @@ def test_bad_settings_name_their_key(tmp_path, overrides, key):
         run(tiny(tmp_path, "bad", **overrides))
     assert info.value.key == key
     assert "Received" in str(info.value)
-
-
-class _Terminal(io.StringIO):
-    def isatty(self):
-        return True
-
-
-@pytest.mark.parametrize(
-    "stream_class, expect_bar", [(_Terminal, True), (io.StringIO, False)]
-)
-def test_progress_bar_only_when_stdout_is_a_terminal(
-    tmp_path, stream_class, expect_bar
-):
-    from tfnorm.training.run_files import ProgressLog as _ProgressLog
-
-    stream = stream_class()
-    log_file = tmp_path / "progress.log"
-    with _ProgressLog(stream, str(log_file)) as log:
-        log.open_file()
-        log.bar(3, 10, "step 3/10")
-        log.line("step 3/10 loss 0.5")
-        log.bar(4, 10, "step 4/10")
-    shown = stream.getvalue()
-    assert ("[#######" in shown and "\r" in shown) is expect_bar
-    assert "step 3/10 loss 0.5\n" in shown
-    # The log file gets whole lines only, never the bar.
-    assert log_file.read_text().count("\n") == 1 and "\r" not in log_file.read_text()

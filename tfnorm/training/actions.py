@@ -149,7 +149,7 @@ class Progress(Action):
         self._rate_start, self._rate_examples = None, 0
 
     def on_start(self, step):
-        self.writer = tf.summary.create_file_writer(os.path.join(self.logdir, "train"))
+        self.writer = _scalar_writer(self.logdir, "train")
 
     def on_step_end(self, step, logs):
         self._window = [
@@ -187,11 +187,7 @@ class Progress(Action):
             "learning_rate": learning_rate,
             "examples_per_second": speed,
         }
-        with self.writer.as_default():
-            for name, value in self.metrics.items():
-                if value is not None:
-                    tf.summary.scalar(name, value, step=step)
-        self.writer.flush()
+        _write_scalars(self.writer, self.metrics, step)
         self.log.line(
             f"step {step}/{self.cadence.total_steps} "
             f"epoch {self.cadence.epoch(step)}/{self.epochs} "
@@ -219,9 +215,7 @@ class Evaluation(Action):
         self.writer = None
 
     def on_start(self, step):
-        self.writer = tf.summary.create_file_writer(
-            os.path.join(self.logdir, "validation")
-        )
+        self.writer = _scalar_writer(self.logdir, "validation")
 
     def on_step_end(self, step, logs):
         if self.cadence.epoch_end(step):
@@ -229,10 +223,9 @@ class Evaluation(Action):
 
     def _run(self, step):
         self.metrics = self.evaluate()
-        with self.writer.as_default():
-            for name, value in self.metrics.items():
-                tf.summary.scalar(name[len("val_") :], value, step=step)
-        self.writer.flush()
+        _write_scalars(
+            self.writer, {k[len("val_") :]: v for k, v in self.metrics.items()}, step
+        )
         self.log.line(
             f"epoch {step // self.cadence.steps_per_epoch}/{self.epochs} "
             f"val_loss {self.metrics['val_loss']:.4f} "
@@ -338,6 +331,24 @@ class StopFlag:
         finally:
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
+
+
+def _scalar_writer(logdir, name):
+    """A TensorBoard writer for `logdir/name`, or None without a logdir
+    (a non-chief worker)."""
+    if logdir is None:
+        return None
+    return tf.summary.create_file_writer(os.path.join(logdir, name))
+
+
+def _write_scalars(writer, values, step):
+    if writer is None:
+        return
+    with writer.as_default():
+        for name, value in values.items():
+            if value is not None:
+                tf.summary.scalar(name, value, step=step)
+    writer.flush()
 
 
 def first_broken_norm(model, probe_batch, step):

@@ -1,0 +1,124 @@
+"""`tfnorm.training.run_files`: progress log, run identity, vocabulary, summary."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+
+import pytest
+
+from tfnorm.training import run_files
+from tfnorm.training.config import ConfigError, TrainConfig
+
+
+class _Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+@pytest.mark.parametrize(
+    "stream_class, expect_bar", [(_Terminal, True), (io.StringIO, False)]
+)
+def test_progress_bar_only_when_stdout_is_a_terminal(
+    tmp_path, stream_class, expect_bar
+):
+    stream = stream_class()
+    log_file = tmp_path / "progress.log"
+    with run_files.ProgressLog(stream, str(log_file)) as log:
+        log.open_file()
+        log.bar(3, 10, "step 3/10")
+        log.line("step 3/10 loss 0.5")
+        log.bar(4, 10, "step 4/10")
+    shown = stream.getvalue()
+    assert ("[#######" in shown and "\r" in shown) is expect_bar
+    assert "step 3/10 loss 0.5\n" in shown
+    # The log file gets whole lines only, never the bar.
+    assert log_file.read_text().count("\n") == 1 and "\r" not in log_file.read_text()
+
+
+def test_log_file_is_created_only_when_opened_and_gets_earlier_lines(tmp_path):
+    log_file = tmp_path / "logs" / "train.log"
+    with run_files.ProgressLog(io.StringIO(), str(log_file)) as log:
+        log.line("ignoring vocabulary.json")
+        assert not (tmp_path / "logs").exists()
+        log.open_file()
+        log.line("starting from step 0")
+    lines = log_file.read_text().splitlines()
+    assert [line.split("] ", 1)[1] for line in lines] == [
+        "ignoring vocabulary.json",
+        "starting from step 0",
+    ]
+
+
+def config(tmp_path, **overrides):
+    values = dict(task="sorted", logdir=str(tmp_path / "run"))
+    values.update(overrides)
+    return TrainConfig.from_dict(values).validate()
+
+
+def test_run_config_holds_the_settings_and_the_identity(tmp_path):
+    cfg = config(tmp_path)
+    os.makedirs(cfg.checkpoint_dir)
+    identity = {"data_sha256": None, "vocab_size": 17, "num_classes": 3}
+    run_files.write_run_config(cfg, identity)
+    saved = run_files.read_run_config(cfg.checkpoint_dir)
+    assert saved["d_model"] == cfg.d_model and saved["run_identity"] == identity
+
+
+def test_a_garbled_run_config_is_a_clear_error(tmp_path):
+    cfg = config(tmp_path)
+    os.makedirs(cfg.checkpoint_dir)
+    with open(os.path.join(cfg.checkpoint_dir, "run_config.json"), "w") as handle:
+        handle.write("{not json")
+    with pytest.raises(ConfigError, match="run_config.json cannot be read"):
+        run_files.read_run_config(cfg.checkpoint_dir)
+
+
+def test_other_settings_are_refused_by_name(tmp_path):
+    saved = dict(config(tmp_path).to_dict(), d_model=32)
+    with pytest.raises(ConfigError, match="d_model: checkpoint 32, now 64") as info:
+        run_files.check_same_run(config(tmp_path), saved, None)
+    assert info.value.key == "checkpoint_dir"
+
+
+def test_changed_data_contents_are_refused_naming_the_file(tmp_path):
+    data = tmp_path / "train.csv"
+    data.write_text("text,label\na,0\n")
+    cfg = config(tmp_path, task=None, data=str(data))
+    saved = dict(cfg.to_dict(), run_identity={"data_sha256": "0" * 64})
+    now = run_files.file_sha256(str(data))
+    run_files.check_same_run(cfg, dict(saved, run_identity={"data_sha256": now}), now)
+    with pytest.raises(ConfigError, match=r"train\.csv changed since") as info:
+        run_files.check_same_run(cfg, saved, now)
+    assert info.value.key == "data"
+
+
+def test_a_vocabulary_counts_only_together_with_a_checkpoint(tmp_path):
+    from tfnorm.training.data import save_vocabulary
+
+    save_vocabulary(["good", "day"], str(tmp_path))
+    assert run_files.saved_vocabulary(str(tmp_path), True) == (["good", "day"], None)
+    vocabulary, note = run_files.saved_vocabulary(str(tmp_path), False)
+    assert vocabulary is None and "no checkpoint goes with it" in note
+
+
+def test_file_sha256_is_the_hash_of_the_bytes(tmp_path):
+    import hashlib
+
+    path = tmp_path / "data.csv"
+    path.write_bytes(b"text,label\n" * 100000)
+    expected = hashlib.sha256(b"text,label\n" * 100000).hexdigest()
+    assert run_files.file_sha256(str(path)) == expected
+
+
+def test_summary_is_written_atomically_as_json(tmp_path):
+    path = run_files.write_summary(str(tmp_path), {"status": "completed", "n": 1})
+    assert json.loads(open(path).read()) == {"status": "completed", "n": 1}
+    assert os.listdir(tmp_path) == ["summary.json"]
+
+
+def test_every_status_has_an_exit_status():
+    assert run_files.EXIT_STATUS["completed"] == 0
+    assert len(set(run_files.EXIT_STATUS.values())) == len(run_files.EXIT_STATUS)
+    assert 2 not in run_files.EXIT_STATUS.values()  # the CLI's "bad input"
