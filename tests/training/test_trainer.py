@@ -339,24 +339,31 @@ def test_text_file_run_keeps_its_vocabulary_on_resume(tmp_path):
     with open(vocabulary_path) as handle:
         vocabulary = json.load(handle)
     assert "good" in vocabulary and first["status"] == "completed"
-    # New words in the file would change an adapted vocabulary (and the
-    # embedding's shape); the resumed run must keep the saved one.
-    with open(train_csv, "a") as handle:
-        handle.write("".join(f"brand new words {i},1\n" for i in range(20)))
+    # The resumed run must use the saved vocabulary, not adapt a new one (a
+    # changed file is refused: test_changed_data_on_resume_...). Two tokens
+    # swapped in the saved file show which one it used: it saves it again.
+    vocabulary[0], vocabulary[1] = vocabulary[1], vocabulary[0]
+    with open(vocabulary_path, "w") as handle:
+        json.dump(vocabulary, handle)
     second, out = run(dict(config, epochs=2))
     assert "resumed from step 2" in out and second["final_step"] == 4
-    with open(vocabulary_path) as handle:
+    with open(os.path.join(tmp_path, "text", "vocabulary.json")) as handle:
         assert json.load(handle) == vocabulary
+    assert second["data"]["vocab_size"] == first["data"]["vocab_size"]
 
 
 def test_malformed_data_fails_before_anything_is_written(tmp_path):
     bad = tmp_path / "bad.csv"
     bad.write_text("text,label\nok,0\nbad,zero\n")
-    config = dict(tiny(tmp_path, "bad"), task=None, data=str(bad))
+    config = dict(
+        tiny(tmp_path, "bad"),
+        task=None,
+        data=str(bad),
+        log_file=str(tmp_path / "logs" / "train.log"),
+    )
     with pytest.raises(DataError, match=r"bad\.csv, line 3"):
         run(config)
-    checkpoint_dir = os.path.join(tmp_path, "bad", "checkpoints")
-    assert tf.train.latest_checkpoint(checkpoint_dir) is None
+    assert sorted(os.listdir(tmp_path)) == ["bad.csv"]
 
 
 @pytest.mark.parametrize(
@@ -378,3 +385,141 @@ def test_bad_settings_name_their_key(tmp_path, overrides, key):
         run(tiny(tmp_path, "bad", **overrides))
     assert info.value.key == key
     assert "Received" in str(info.value)
+
+
+def test_checkpoint_comes_before_evaluation_at_each_epoch_end(finished_run):
+    _, _, out = finished_run
+    saved = out.index("checkpoint saved at step 6")
+    assert saved < out.index("epoch 1/2 val_loss") < out.index("step 7/12")
+
+
+# ----------------------------------------------- issue 16: damaged checkpoints
+
+
+def checkpoint_dir(tmp_path, name="run"):
+    return os.path.join(tmp_path, name, "checkpoints")
+
+
+def checkpoint_steps(directory):
+    return sorted(
+        int(m.group(1))
+        for m in map(re.compile(r"^ckpt-(\d+)\.index$").match, os.listdir(directory))
+        if m
+    )
+
+
+@pytest.mark.parametrize("state", ["garbage\n", ""])
+def test_a_garbled_or_empty_state_file_resumes_from_the_newest_checkpoint(
+    tmp_path, state
+):
+    common = dict(steps_per_epoch=4, checkpoint_every=2)
+    run(tiny(tmp_path, "run", epochs=1, **common))
+    directory = checkpoint_dir(tmp_path)
+    with open(os.path.join(directory, "checkpoint"), "w") as handle:
+        handle.write(state)
+    summary, out = run(tiny(tmp_path, "run", epochs=2, **common))
+    assert "resumed from step 4" in out
+    assert summary["resumed_from_checkpoint"].endswith("ckpt-4")
+    assert summary["skipped_checkpoints"] == [] and summary["final_step"] == 8
+    # The checkpoints the damaged state file no longer listed are all kept.
+    assert checkpoint_steps(directory) == [2, 4, 6, 8]
+    assert tf.train.latest_checkpoint(directory).endswith("ckpt-8")
+
+
+def truncate(path):
+    with open(path, "r+b") as handle:
+        handle.truncate(os.path.getsize(path) // 2)
+
+
+def test_a_truncated_newest_checkpoint_is_skipped_reported_and_kept(tmp_path):
+    common = dict(steps_per_epoch=4, checkpoint_every=2)
+    run(tiny(tmp_path, "run", epochs=1, **common))
+    directory = checkpoint_dir(tmp_path)
+    truncate(os.path.join(directory, "ckpt-4.data-00000-of-00001"))
+    summary, out = run(tiny(tmp_path, "run", epochs=1, **common))
+    assert "resumed from step 2" in out and "skipped damaged checkpoint" in out
+    [skipped] = summary["skipped_checkpoints"]
+    assert skipped["path"].endswith("ckpt-4") and skipped["reason"]
+    with open(os.path.join(tmp_path, "run", "summary.json")) as handle:
+        assert json.load(handle)["skipped_checkpoints"] == [skipped]
+    assert summary["status"] == "completed" and summary["final_step"] == 4
+    # The damaged files are kept aside; the step-4 checkpoint is a new one.
+    assert os.path.getsize(
+        os.path.join(directory, "damaged", "ckpt-4.data-00000-of-00001")
+    ) < os.path.getsize(os.path.join(directory, "ckpt-4.data-00000-of-00001"))
+
+
+def test_when_no_checkpoint_restores_the_run_is_refused_and_nothing_moves(tmp_path):
+    config = tiny(tmp_path, "run", epochs=1, steps_per_epoch=2)
+    run(config)
+    directory = checkpoint_dir(tmp_path)
+    truncate(os.path.join(directory, "ckpt-2.data-00000-of-00001"))
+    before = sorted(os.listdir(directory))
+    with pytest.raises(ConfigError, match=r"none of the 1 checkpoint\(s\)") as info:
+        run(config)
+    assert info.value.key == "checkpoint_dir"
+    assert sorted(os.listdir(directory)) == before
+
+
+# ----------------------------------------------------- issue 16: lock, identity
+
+
+def test_a_second_run_on_a_locked_directory_is_refused_naming_the_holder(tmp_path):
+    from tfnorm.training.checkpoints import DirectoryLock
+
+    os.makedirs(checkpoint_dir(tmp_path))
+    lock = DirectoryLock(checkpoint_dir(tmp_path))
+    lock.acquire()
+    try:
+        with pytest.raises(ConfigError, match=rf"pid {os.getpid()}") as info:
+            run(tiny(tmp_path, "run", epochs=1, steps_per_epoch=2))
+    finally:
+        lock.release()
+    assert info.value.key == "checkpoint_dir"
+    assert not os.path.exists(os.path.join(tmp_path, "run", "summary.json"))
+
+
+def write_csv(path, count, words="good fine nice"):
+    rows = ["text,label"] + [
+        f"{words.split()[i % 3]} day number {i},{i % 2}" for i in range(count)
+    ]
+    path.write_text("\n".join(rows) + "\n")
+
+
+def text_config(tmp_path, train_csv, **overrides):
+    config = dict(
+        tiny(tmp_path, "text", epochs=1, steps_per_epoch=2),
+        task=None,
+        data=str(train_csv),
+    )
+    config.update(overrides)
+    return config
+
+
+def test_a_vocabulary_without_a_checkpoint_is_not_reused(tmp_path):
+    from tfnorm.training.data import save_vocabulary
+
+    train_csv = tmp_path / "train.csv"
+    write_csv(train_csv, 24)
+    # Left by a run of other data that failed before its first checkpoint.
+    save_vocabulary(["alpha", "beta"], checkpoint_dir(tmp_path, "text"))
+    summary, out = run(text_config(tmp_path, train_csv))
+    assert "no checkpoint goes with it" in out
+    with open(os.path.join(checkpoint_dir(tmp_path, "text"), "vocabulary.json")) as f:
+        vocabulary = json.load(f)
+    assert "good" in vocabulary and "alpha" not in vocabulary
+    with open(os.path.join(checkpoint_dir(tmp_path, "text"), "run_config.json")) as f:
+        identity = json.load(f)["run_identity"]
+    assert identity["data_sha256"] == summary["data"]["sha256"]
+    assert identity["vocab_size"] == len(vocabulary) + 2
+
+
+def test_changed_data_on_resume_is_refused_naming_the_file(tmp_path):
+    train_csv = tmp_path / "train.csv"
+    write_csv(train_csv, 24)
+    run(text_config(tmp_path, train_csv))
+    with open(train_csv, "a") as handle:
+        handle.write("brand new words,1\n")
+    with pytest.raises(ConfigError, match=r"train\.csv changed since") as info:
+        run(text_config(tmp_path, train_csv, epochs=2))
+    assert info.value.key == "data"

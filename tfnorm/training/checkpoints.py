@@ -123,7 +123,7 @@ def restore_newest(checkpoint, directory, quarantine=True):
         try:
             checkpoint.read(prefix).assert_existing_objects_matched()
         except Exception as error:  # every reader error means "damaged"
-            skipped.append({"path": prefix, "reason": _one_line(error)})
+            skipped.append({"path": prefix, "reason": one_line(error)})
             continue
         if quarantine:
             # Moved so that this run's own saves at those steps cannot
@@ -181,7 +181,7 @@ class CheckpointWriter:
         except (OSError, tf.errors.OpError) as error:
             self._remove_partial(prefix)
             raise CheckpointWriteError(
-                f"could not write checkpoint {prefix}: {_one_line(error)}"
+                f"could not write checkpoint {prefix}: {one_line(error)}"
             ) from error
         self._prune()
         return path
@@ -228,10 +228,13 @@ def _atomic_write(path, text):
         raise
 
 
-def _one_line(error):
-    text = str(error).strip().splitlines()
-    reason = text[0] if text else ""
-    return f"{type(error).__name__}: {reason}"[:300]
+def one_line(error):
+    """`error` as one short line: its type and first line, without TensorFlow's
+    op-wrapper noise (`{{function_node ...}}`, `[Op:SaveV2]`)."""
+    lines = str(error).strip().splitlines()
+    text = re.sub(r"\{\{function_node [^}]*\}\}\s*", "", lines[0] if lines else "")
+    text = re.sub(r"\s*\[Op:\w+\]$", "", text)
+    return f"{type(error).__name__}: {text}"[:300]
 
 
 class DirectoryLockedError(RuntimeError):

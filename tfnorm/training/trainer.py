@@ -223,7 +223,7 @@ class _Run:
             self._write_run_files(train_set)
             result = run_loop(step_fn, start, cadence.total_steps, run_actions)
         except BaseException as error:
-            stop = Stop("failed", _one_line(error))
+            stop = Stop("failed", checkpoints.one_line(error))
             result = LoopResult("failed", int(parts.step.numpy()), start, stop)
             # A full disk for the log or run files ends the run like one for
             # a checkpoint; anything else is a bug, reported after the summary.
@@ -310,7 +310,9 @@ class _Run:
                     model_path = self._export(parts.model)
                 except OSError as error:
                     result.status = "failed"
-                    result.stop = Stop("failed", f"export failed: {_one_line(error)}")
+                    result.stop = Stop(
+                        "failed", f"export failed: {checkpoints.one_line(error)}"
+                    )
                 else:
                     self.log.line(
                         f"finished at step {result.step}; model exported to {model_path}"
@@ -361,7 +363,9 @@ class _Run:
         try:
             run_files.write_summary(self.config.logdir, summary)
         except OSError as error:
-            self.log.line(f"could not write summary.json: {_one_line(error)}")
+            self.log.line(
+                f"could not write summary.json: {checkpoints.one_line(error)}"
+            )
 
     def _data_summary(self, train_set, val_set):
         return {
@@ -372,8 +376,3 @@ class _Run:
             "num_classes": train_set.num_classes,
             "sha256": self.data_sha256,
         }
-
-
-def _one_line(error):
-    lines = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {lines[0] if lines else ''}"[:300]
