@@ -3,10 +3,12 @@
 Settings come from `--config FILE` (YAML or JSON, keys as in `TrainConfig`)
 and from flags; a flag given on the command line wins over the file.
 
-Exit statuses: 0 finished, 2 bad flag/config/data (nothing trained), 3 stopped
-on a NaN loss (last good checkpoint kept), 130 stopped by SIGINT and 143
-stopped by SIGTERM (both after saving a checkpoint; rerun the same command to
-resume).
+Exit statuses: 0 finished, 2 bad flag/config/data or a checkpoint directory
+in use by another run (nothing trained), 3 stopped on a NaN loss (last good
+checkpoint kept), 74 failed writing an output such as a checkpoint on a full
+disk (summary.json says why), 130 stopped by SIGINT and 143 stopped by SIGTERM
+(both after saving a checkpoint; rerun the same command to resume). The
+status-to-exit table is `tfnorm.training.run_files.EXIT_STATUS`.
 """
 
 from __future__ import annotations
@@ -46,8 +48,10 @@ outputs: progress lines on stdout and in --log-file; TensorBoard logs
 directory `model` on TensorFlow 2.9). Rerunning the same command resumes from
 the last checkpoint.
 
-exit status: 0 finished; 2 bad flag, config or data (nothing trained);
-3 stopped on a NaN loss (the last good checkpoint is kept); 130 stopped by
+exit status: 0 finished; 2 bad flag, config or data, or the checkpoint
+directory is in use by another run (nothing trained); 3 stopped on a NaN loss
+(the last good checkpoint is kept); 74 an output could not be written, e.g. a
+full disk (summary.json has the reason; rerun to resume); 130 stopped by
 SIGINT, 143 stopped by SIGTERM (a checkpoint is saved first).
 """
 

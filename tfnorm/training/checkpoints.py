@@ -207,8 +207,11 @@ class CheckpointWriter:
 
 
 def remove_partial_writes(directory):
-    """Deletes `ckpt-*_temp*` leftovers of writes a killed process began."""
-    for path in glob.glob(os.path.join(glob.escape(directory), f"{PREFIX}-*_temp*")):
+    """Deletes `ckpt-*_temp*` and state-file leftovers of writes a killed
+    process began."""
+    leftovers = glob.glob(os.path.join(glob.escape(directory), f"{PREFIX}-*_temp*"))
+    leftovers += glob.glob(os.path.join(glob.escape(directory), f"{STATE_FILE}.tmp*"))
+    for path in leftovers:
         shutil.rmtree(path, ignore_errors=True)
         if os.path.exists(path):
             os.remove(path)
@@ -282,10 +285,14 @@ class DirectoryLock:
                 holder,
             ) from None
         stale = _read_holder(handle)
-        handle.seek(0)
-        handle.truncate()
-        handle.write(f"host {socket.gethostname()} pid {os.getpid()}\n")
-        handle.flush()
+        try:
+            handle.seek(0)
+            handle.truncate()
+            handle.write(f"host {socket.gethostname()} pid {os.getpid()}\n")
+            handle.flush()
+        except OSError:
+            handle.close()  # releases the lock too
+            raise
         self._handle = handle
         return stale or None
 

@@ -38,6 +38,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import sys
@@ -120,9 +121,10 @@ class _Run:
         self.resumed = resume.Resumed()
 
     def run(self):
-        started = time.time()
+        self.started = time.time()
         inspected = resume.inspect(self.config.checkpoint_dir)
         train_set, val_set = self._load_data(*inspected)
+        self.data_summary = self._data_summary(train_set, val_set)
         cadence = self._cadence(train_set)
         parts = build_training(self.config, train_set, cadence.total_steps)
         with resume.claimed(self.config, self.log, self.is_chief, inspected):
@@ -130,12 +132,7 @@ class _Run:
                 parts.checkpoint, self.config.checkpoint_dir, self.log, self.is_chief
             )
             start = self._start_step(parts, train_set, cadence)
-            self._write_run_files(train_set)
             summary = self._train(parts, train_set, val_set, cadence, start)
-            summary["data"] = self._data_summary(train_set, val_set)
-            summary["elapsed_seconds"] = round(time.time() - started, 3)
-            summary["runtime"] = _keras.describe()
-            summary["config"] = self.config.to_dict()
             self._write_summary(summary)
             return summary
 
@@ -173,8 +170,8 @@ class _Run:
 
     def _cadence(self, train_set):
         config = self.config
-        steps_per_epoch = config.steps_per_epoch or -(
-            -len(train_set) // config.batch_size
+        steps_per_epoch = config.steps_per_epoch or math.ceil(
+            len(train_set) / config.batch_size
         )
         total_steps = config.epochs * steps_per_epoch
         if config.warmup_steps > total_steps:
@@ -223,11 +220,13 @@ class _Run:
             self._write_run_files(train_set)
             result = run_loop(step_fn, start, cadence.total_steps, run_actions)
         except BaseException as error:
-            stop = Stop("failed", checkpoints.one_line(error))
-            result = LoopResult("failed", int(parts.step.numpy()), start, stop)
+            # Ctrl-C in a notebook (signals not handled) ends as "interrupted".
+            status = "interrupted" if isinstance(error, KeyboardInterrupt) else "failed"
+            stop = Stop(status, checkpoints.one_line(error))
+            result = LoopResult(status, int(parts.step.numpy()), start, stop)
             # A full disk for the log or run files ends the run like one for
             # a checkpoint; anything else is a bug, reported after the summary.
-            if not isinstance(error, OSError):
+            if status == "interrupted" or not isinstance(error, OSError):
                 self._write_summary(self._summary(result, run_actions, cadence, None))
                 raise
         return self._finish(result, parts, run_actions, cadence)
@@ -353,8 +352,12 @@ class _Run:
             "model_path": model_path,
             "checkpoint": checkpointing.last_path,
             "logdir": self.config.logdir,
+            "data": self.data_summary,
             "nan_report": reason if result.status == "nan" else None,
             "error": reason if result.status == "failed" else None,
+            "elapsed_seconds": round(time.time() - self.started, 3),
+            "runtime": _keras.describe(),
+            "config": self.config.to_dict(),
         }
 
     def _write_summary(self, summary):

@@ -1,0 +1,216 @@
+"""`tfnorm train` under faults: full disk, read-only disk, concurrent runs, kill -9.
+
+The fault table of issue 16. Each trial is tiny; the ones that start many
+processes are marked slow. Mounting a tmpfs needs root (the test image runs
+as root); elsewhere those tests skip, saying why.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import random
+import re
+import subprocess
+import time
+
+import numpy as np
+import pytest
+
+from tests.cli.test_train import (
+    REPO,
+    command,
+    environment,
+    latest_checkpoint_step,
+    read,
+    start,
+    wait_for_checkpoint,
+)
+from tfnorm._keras import tf
+from tfnorm.cli.main import main
+
+
+@contextlib.contextmanager
+def tmpfs(path, options):
+    os.makedirs(path, exist_ok=True)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)],
+        capture_output=True,
+        text=True,
+    )
+    if mounted.returncode:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", str(path)], check=True)
+
+
+WIDE = [  # ~0.6 MB per checkpoint: a 2 MB disk is full after three
+    "--task", "sorted", "--num-examples", "128", "--max-len", "8",
+    "--num-layers", "1", "--d-model", "64", "--num-heads", "2", "--dff", "256",
+    "--batch-size", "16", "--histogram-every", "0", "--no-export",
+]  # fmt: skip
+
+
+def test_a_full_disk_ends_the_run_with_a_summary_and_no_partial_files(tmp_path, capsys):
+    with tmpfs(tmp_path / "disk", "size=2m") as disk:
+        logdir = disk / "run"
+        argv = ["train", *WIDE, "--logdir", str(logdir), "--epochs", "1"]
+        argv += ["--steps-per-epoch", "8", "--checkpoint-every", "1"]
+        argv += ["--keep-checkpoints", "20"]
+        assert main(argv) == 74
+        out = capsys.readouterr().out
+        failed = [line for line in out.splitlines() if "FAILED" in line]
+        assert len(failed) == 1 and "No space left on device" in failed[0]
+        summary = json.loads(read(logdir / "summary.json"))
+        assert summary["status"] == "failed" and summary["exit_status"] == 74
+        assert "No space left on device" in summary["error"]
+        names = os.listdir(logdir / "checkpoints")
+        assert not [n for n in names if "_temp" in n or n.endswith(".tmp")]
+        # The checkpoints written before the disk filled are intact.
+        kept = summary["checkpoint"]
+        assert kept and tf.train.latest_checkpoint(str(logdir / "checkpoints")) == kept
+        tf.train.load_checkpoint(kept).get_tensor("step/.ATTRIBUTES/VARIABLE_VALUE")
+
+
+def test_a_read_only_disk_is_refused_before_training(tmp_path, capsys):
+    with tmpfs(tmp_path / "disk", "size=1m,ro") as disk:
+        argv = ["train", *WIDE, "--logdir", str(disk / "run")]
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert "--logdir" in err and "Read-only file system" in err
+        assert len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.slow
+def test_a_second_run_is_refused_and_a_dead_runs_lock_is_taken_over(tmp_path):
+    logdir = tmp_path / "run"
+    extra = ("--epochs", "1", "--steps-per-epoch", "60", "--checkpoint-every", "5")
+    # Long enough to be running when the second starts; the third only
+    # finishes the first 60 steps (steps_per_epoch may change on resume).
+    first = start(logdir, *extra[:3], "5000", *extra[4:])
+    try:
+        wait_for_checkpoint(first, str(logdir / "checkpoints"))
+        second = subprocess.run(
+            command(tmp_path / "run", *extra),
+            capture_output=True,
+            text=True,
+            env=environment(),
+            cwd=REPO,
+            timeout=300,
+        )
+        assert second.returncode == 2, second.stderr[-2000:]
+        assert f"pid {first.pid}" in second.stderr and "Traceback" not in second.stderr
+        first.kill()
+        first.wait(timeout=30)
+    finally:
+        if first.poll() is None:
+            first.kill()
+    third = subprocess.run(
+        command(logdir, *extra),
+        capture_output=True,
+        text=True,
+        env=environment(),
+        cwd=REPO,
+        timeout=600,
+    )
+    assert third.returncode == 0, third.stdout[-2000:] + third.stderr[-2000:]
+    assert "took over the lock" in third.stdout and f"pid {first.pid}" in third.stdout
+
+
+# ----------------------------------------------------------------- kill -9
+
+KILL_FLAGS = ("--epochs", "1", "--steps-per-epoch", "24", "--checkpoint-every", "1")
+KILL_FLAGS += ("--log-every", "4", "--dropout-rate", "0", "--keep-checkpoints", "2")
+
+
+def final_values(logdir):
+    path = tf.train.latest_checkpoint(str(logdir / "checkpoints"))
+    reader = tf.train.load_checkpoint(path)
+    return path, {
+        name: reader.get_tensor(name)
+        for name, _ in tf.train.list_variables(path)
+        if name != "_CHECKPOINTABLE_OBJECT_GRAPH"
+    }
+
+
+def complete_steps(directory):
+    """Steps whose index and data files both exist."""
+    if not os.path.isdir(directory):
+        return []
+    names = set(os.listdir(directory))
+    return sorted(
+        int(m.group(1))
+        for m in (re.match(r"^ckpt-(\d+)\.index$", n) for n in names)
+        if m and f"ckpt-{m.group(1)}.data-00000-of-00001" in names
+    )
+
+
+def kill_once(logdir, rng, during_write):
+    """Starts a run and kills it -9; returns whether a write was under way."""
+    process = start(logdir, *KILL_FLAGS)
+    directory = logdir / "checkpoints"
+    writing = False
+    try:
+        if during_write:
+            deadline = time.time() + 240
+            while time.time() < deadline and process.poll() is None:
+                if os.path.isdir(directory) and any(
+                    "_temp" in n for n in os.listdir(directory)
+                ):
+                    writing = True
+                    break
+                time.sleep(0.001)
+        else:
+            wait_for_checkpoint(process, str(directory))
+            time.sleep(rng.uniform(0.0, 1.5))
+        process.kill()
+        process.wait(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    return writing
+
+
+@pytest.mark.slow
+def test_kill_9_at_random_times_never_loses_a_checkpoint_or_changes_the_result(
+    tmp_path,
+):
+    reference = tmp_path / "reference"
+    done = subprocess.run(
+        command(reference, *KILL_FLAGS), env=environment(), cwd=REPO, timeout=600
+    )
+    assert done.returncode == 0
+    _, expected = final_values(reference)
+    rng = random.Random(16)
+    table = {"tried": 0, "during_write": 0, "survived": 0, "data_lost": 0}
+    for trial in range(10):
+        logdir = tmp_path / f"trial{trial}"
+        table["during_write"] += kill_once(logdir, rng, during_write=trial % 2 == 0)
+        table["tried"] += 1
+        before = complete_steps(logdir / "checkpoints")
+        rerun = subprocess.run(
+            command(logdir, *KILL_FLAGS),
+            capture_output=True,
+            text=True,
+            env=environment(),
+            cwd=REPO,
+            timeout=600,
+        )
+        assert rerun.returncode == 0, rerun.stdout[-2000:] + rerun.stderr[-2000:]
+        resumed = re.search(r"resumed from step (\d+)", rerun.stdout)
+        resumed_step = int(resumed.group(1)) if resumed else 0
+        if before and resumed_step < before[-1]:
+            table["data_lost"] += 1
+        path, actual = final_values(logdir)
+        assert path.endswith("ckpt-24")
+        if actual.keys() == expected.keys() and all(
+            np.array_equal(actual[k], expected[k]) for k in expected
+        ):
+            table["survived"] += 1
+        assert latest_checkpoint_step(str(logdir / "checkpoints")) == 24
+    print(f"kill -9 table: {table}")
+    assert table["survived"] == table["tried"] == 10
+    assert table["data_lost"] == 0 and table["during_write"] >= 3
