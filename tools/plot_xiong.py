@@ -6,7 +6,7 @@ seeds). Right: the last block's gradient norm at depth 2 divided by the same
 at depth 16, per seed, against the 1/sqrt(L) prediction sqrt(8) for Pre-LN.
 Settings as the calibration in the project notes: d_model 64, 4 heads, dff
 256, sequence 16, batch 16, cross-entropy over a random 100-word vocabulary
-projection (`tfnorm.models.gradients.ffn_gradient_norms_at_init`). The
+projection (`tfnorm.experiments.gradients.ffn_gradient_norms_at_init`). The
 figures are printed too.
 
     python tools/plot_xiong.py [--seeds 0,1,2] [--output docs/xiong_gradients.png]
@@ -29,7 +29,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from tfnorm._keras import FLAVOUR, KERAS_VERSION  # noqa: E402
-from tfnorm.models.gradients import ffn_gradient_norms_at_init  # noqa: E402
+from tfnorm.experiments.gradients import ffn_gradient_norms_at_init  # noqa: E402
 
 POSITIONS = {"post": ("Post-LN", "tab:red"), "pre": ("Pre-LN", "tab:blue")}
 PROFILE_DEPTH = 12

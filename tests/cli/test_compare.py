@@ -12,7 +12,7 @@ import pytest
 from tests.conftest import REPO
 from tfnorm.cli import compare as compare_cli
 from tfnorm.cli.main import build_parser, main
-from tfnorm.training import compare
+from tfnorm.experiments import warmup
 
 TINY_FLAGS = [
     "--num-layers", "1",
@@ -36,9 +36,9 @@ def test_help_shows_the_library_defaults():
         a for a in build_parser()._actions if a.dest == "command"
     ).choices
     text = " ".join(subcommands["compare"].format_help().split())
-    assert f"(default: {compare.DEFAULTS['steps']})" in text
-    assert f"(default: {compare.DEFAULTS['learning_rate']})" in text
-    seeds = " ".join(str(s) for s in compare.DEFAULTS["seeds"])
+    assert f"(default: {warmup.DEFAULTS['steps']})" in text
+    assert f"(default: {warmup.DEFAULTS['learning_rate']})" in text
+    seeds = " ".join(str(s) for s in warmup.DEFAULTS["seeds"])
     assert f"(default: {seeds})" in text
 
 
@@ -70,7 +70,7 @@ def test_compare_writes_the_results_and_prints_where_they_are(tmp_path, capsys):
         and config["seeds"] == [1]
         and config["jit_compile"] is False
     )
-    assert config["learning_rate"] == compare.DEFAULTS["learning_rate"]
+    assert config["learning_rate"] == warmup.DEFAULTS["learning_rate"]
 
 
 # `make demo` as the README gives it, at a tiny size (CI also runs it at its

@@ -68,7 +68,7 @@ def test_a_full_disk_ends_the_run_with_a_summary_and_no_partial_files(tmp_path, 
         assert summary["status"] == "failed" and summary["exit_status"] == 74
         assert "No space left on device" in summary["error"]
         names = os.listdir(logdir / "checkpoints")
-        assert not [n for n in names if "_temp" in n or n.endswith(".tmp")]
+        assert not [n for n in names if "_temp" in n or ".tmp" in n]
         # The checkpoints written before the disk filled are intact.
         kept = summary["checkpoint"]
         assert kept and tf.train.latest_checkpoint(str(logdir / "checkpoints")) == kept
@@ -84,6 +84,18 @@ def test_a_read_only_disk_is_refused_before_training(tmp_path, capsys):
         assert len(err.strip().splitlines()) == 1
 
 
+def run_to_end(logdir, *extra):
+    """Runs `tfnorm train` (tiny) in a subprocess until it exits."""
+    return subprocess.run(
+        command(logdir, *extra),
+        capture_output=True,
+        text=True,
+        env=environment(),
+        cwd=REPO,
+        timeout=600,
+    )
+
+
 @pytest.mark.slow
 def test_a_second_run_is_refused_and_a_dead_runs_lock_is_taken_over(tmp_path):
     logdir = tmp_path / "run"
@@ -93,14 +105,7 @@ def test_a_second_run_is_refused_and_a_dead_runs_lock_is_taken_over(tmp_path):
     first = start(logdir, *extra[:3], "5000", *extra[4:])
     try:
         wait_for_checkpoint(first, str(logdir / "checkpoints"))
-        second = subprocess.run(
-            command(tmp_path / "run", *extra),
-            capture_output=True,
-            text=True,
-            env=environment(),
-            cwd=REPO,
-            timeout=300,
-        )
+        second = run_to_end(logdir, *extra)
         assert second.returncode == 2, second.stderr[-2000:]
         assert f"pid {first.pid}" in second.stderr and "Traceback" not in second.stderr
         first.kill()
@@ -108,14 +113,7 @@ def test_a_second_run_is_refused_and_a_dead_runs_lock_is_taken_over(tmp_path):
     finally:
         if first.poll() is None:
             first.kill()
-    third = subprocess.run(
-        command(logdir, *extra),
-        capture_output=True,
-        text=True,
-        env=environment(),
-        cwd=REPO,
-        timeout=600,
-    )
+    third = run_to_end(logdir, *extra)
     assert third.returncode == 0, third.stdout[-2000:] + third.stderr[-2000:]
     assert "took over the lock" in third.stdout and f"pid {first.pid}" in third.stdout
 
@@ -191,14 +189,7 @@ def test_kill_9_at_random_times_never_loses_a_checkpoint_or_changes_the_result(
         table["during_write"] += kill_once(logdir, rng, during_write=trial % 2 == 0)
         table["tried"] += 1
         before = complete_steps(logdir / "checkpoints")
-        rerun = subprocess.run(
-            command(logdir, *KILL_FLAGS),
-            capture_output=True,
-            text=True,
-            env=environment(),
-            cwd=REPO,
-            timeout=600,
-        )
+        rerun = run_to_end(logdir, *KILL_FLAGS)
         assert rerun.returncode == 0, rerun.stdout[-2000:] + rerun.stderr[-2000:]
         resumed = re.search(r"resumed from step (\d+)", rerun.stdout)
         resumed_step = int(resumed.group(1)) if resumed else 0

@@ -63,7 +63,7 @@ def add_parser(subparsers):
 def _with_default(flag, text):
     # Importing any tfnorm module imports TensorFlow already (tfnorm/__init__),
     # so --help reads the library's own defaults.
-    from tfnorm.training.compare import DEFAULTS
+    from tfnorm.experiments.warmup import DEFAULTS
 
     value = DEFAULTS[flag[2:].replace("-", "_")]
     if isinstance(value, tuple):
@@ -73,7 +73,7 @@ def _with_default(flag, text):
 
 def _options(args):
     """The library options the user set on the command line (None = unset)."""
-    from tfnorm.training.compare import DEFAULTS
+    from tfnorm.experiments.warmup import DEFAULTS
 
     return {
         name: getattr(args, name)
@@ -83,7 +83,7 @@ def _options(args):
 
 
 def run(args):
-    from tfnorm.training.compare import run_comparison
+    from tfnorm.experiments.warmup import run_comparison
 
     result = run_comparison(args.output_dir, **_options(args))
     paths = result["paths"]

@@ -26,6 +26,7 @@ import shutil
 import socket
 
 from tfnorm._keras import tf
+from tfnorm.training.run_files import atomic_write_text
 
 PREFIX = "ckpt"
 STATE_FILE = "checkpoint"
@@ -98,7 +99,7 @@ def write_state_file(directory, prefixes):
     names = [os.path.basename(prefix) for prefix in prefixes]
     lines = [f'model_checkpoint_path: "{names[-1]}"']
     lines += [f'all_model_checkpoint_paths: "{name}"' for name in names]
-    _atomic_write(os.path.join(directory, STATE_FILE), "\n".join(lines) + "\n")
+    atomic_write_text(os.path.join(directory, STATE_FILE), "\n".join(lines) + "\n")
 
 
 def restore_newest(checkpoint, directory, quarantine=True):
@@ -215,20 +216,6 @@ def remove_partial_writes(directory):
         shutil.rmtree(path, ignore_errors=True)
         if os.path.exists(path):
             os.remove(path)
-
-
-def _atomic_write(path, text):
-    temporary = f"{path}.tmp{os.getpid()}"
-    try:
-        with open(temporary, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, path)
-    except OSError:
-        if os.path.exists(temporary):
-            os.remove(temporary)
-        raise
 
 
 def one_line(error):

@@ -220,11 +220,20 @@ class ProgressLog:
 
 
 def _atomic_json(path, values):
-    temporary = path + ".tmp"
+    text = json.dumps(values, indent=2, default=_json_default) + "\n"
+    atomic_write_text(path, text)
+
+
+def atomic_write_text(path, text):
+    """Writes `text` to `path` through a temporary file and a rename, so a
+    reader (or a rerun after `kill -9`) sees the old file or the new one,
+    never half of one. A failed write leaves no temporary file behind."""
+    temporary = f"{path}.tmp{os.getpid()}"
     try:
         with open(temporary, "w", encoding="utf-8") as handle:
-            json.dump(values, handle, indent=2, default=_json_default)
-            handle.write("\n")
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
         os.replace(temporary, path)
     except OSError:
         if os.path.exists(temporary):

@@ -35,14 +35,18 @@ import numpy as np
 from tfnorm import _keras
 from tfnorm._checks import is_int
 from tfnorm._keras import keras, tf
+from tfnorm.experiments.gradients import layer_gradient_norms, token_cross_entropy
+from tfnorm.experiments.warmup_report import (
+    EARLY_STEPS,
+    TARGET_ACCURACY,
+    markdown_table,
+    plot,
+    summarise,
+)
 from tfnorm.models.encoder_block import NORM_POSITIONS
-from tfnorm.training.optimizers import make_optimizer, variable_path
+from tfnorm.training.loop import Action, run_loop
+from tfnorm.training.optimizers import make_optimizer
 from tfnorm.training.schedules import WarmupSchedule
-
-#: Accuracy that counts as "learned the task".
-TARGET_ACCURACY = 0.95
-#: The window over which the largest gradient norm is reported.
-EARLY_STEPS = 200
 
 DEFAULTS = {
     "num_layers": 6,
@@ -124,40 +128,6 @@ def build_model(num_layers, d_model, num_heads, dff, vocab_size, seq_len, **opti
     return keras.Model(tokens, logits, name="reverse_model"), encoder
 
 
-def _loss(targets, logits):
-    return tf.reduce_mean(
-        tf.nn.sparse_softmax_cross_entropy_with_logits(
-            labels=targets, logits=tf.cast(logits, tf.float32)
-        )
-    )
-
-
-def layer_gradient_norms(model, encoder, tokens, targets):
-    """Gradient norm of each block's feed-forward weights, per block.
-
-    All the FFN's weights of a block together (both kernels and biases) in
-    the trained model; `tfnorm.models.gradients.ffn_gradient_norms_at_init` measures
-    Xiong et al.'s exact quantity (the second FFN kernel) on a bare encoder.
-
-    Returns:
-        A list with one float per encoder block, bottom block first.
-    """
-    blocks = [layer for layer in encoder.layers if layer.name.startswith("block_")]
-    groups = []
-    for block in blocks:
-        ffn = [v for v in block.trainable_variables if "ffn" in variable_path(v)]
-        groups.append(ffn or list(block.trainable_variables))
-    flat = [v for group in groups for v in group]
-    with tf.GradientTape() as tape:
-        loss = _loss(targets, model(tokens, training=True))
-    grads = tape.gradient(loss, flat)
-    norms, start = [], 0
-    for group in groups:
-        norms.append(float(tf.linalg.global_norm(grads[start : start + len(group)])))
-        start += len(group)
-    return norms
-
-
 class _Trainer:
     """One compiled model per norm position, re-initialised for every run.
 
@@ -207,7 +177,7 @@ class _Trainer:
     def _train_step(self, tokens, targets):
         model = self.model
         with tf.GradientTape() as tape:
-            loss = _loss(targets, model(tokens, training=True))
+            loss = token_cross_entropy(targets, model(tokens, training=True))
         grads = tape.gradient(loss, model.trainable_variables)
         self.optimizer.apply_gradients(zip(grads, model.trainable_variables))
         return loss, tf.linalg.global_norm(grads)
@@ -216,6 +186,36 @@ class _Trainer:
         logits = self.model(tokens, training=False)
         predicted = tf.argmax(logits, axis=-1, output_type=tf.int32)
         return tf.reduce_mean(tf.cast(tf.equal(predicted, targets), tf.float32))
+
+
+class _Record(Action):
+    """Keeps every step's loss and gradient norm, and writes them with the rate."""
+
+    def __init__(self):
+        self.losses, self.gradient_norms = [], []
+
+    def on_step_end(self, step, logs):
+        self.losses.append(logs["loss"])
+        self.gradient_norms.append(logs["gradient_norm"])
+        # TensorBoard steps count from 0 here, as in the published runs.
+        tf.summary.scalar("loss", logs["loss"], step=step - 1)
+        tf.summary.scalar("gradient_norm", logs["gradient_norm"], step=step - 1)
+        tf.summary.scalar("learning_rate", logs["learning_rate"], step=step - 1)
+
+
+class _Evaluate(Action):
+    """Token accuracy on the held-out batch every `every` steps and at the end."""
+
+    def __init__(self, accuracy, eval_data, every, total_steps):
+        self.accuracy, self.eval_data = accuracy, eval_data
+        self.every, self.total_steps = every, total_steps
+        self.evals = []
+
+    def on_step_end(self, step, logs):
+        if step % self.every == 0 or step == self.total_steps:
+            value = float(self.accuracy(*self.eval_data))
+            self.evals.append((step, value))
+            tf.summary.scalar("eval_token_accuracy", value, step=step - 1)
 
 
 def _train_one(trainer, name, warmup_steps, seed, eval_data, logdir, log):
@@ -227,33 +227,32 @@ def _train_one(trainer, name, warmup_steps, seed, eval_data, logdir, log):
     )
     schedule = WarmupSchedule(cfg["learning_rate"], warmup_steps, decay="constant")
     rates = schedule(np.arange(cfg["steps"])).numpy()
-    train_step, accuracy = trainer.train_step, trainer.accuracy
     rng = np.random.default_rng(10_000 + seed)
+
+    def step_fn(step):
+        tokens, targets = reverse_task(
+            rng, cfg["batch_size"], cfg["seq_len"], cfg["vocab_size"]
+        )
+        rate = float(rates[step - 1])
+        trainer.optimizer.learning_rate = rate
+        loss, grad_norm = trainer.train_step(tf.constant(tokens), tf.constant(targets))
+        return {
+            "loss": float(loss),
+            "gradient_norm": float(grad_norm),
+            "learning_rate": rate,
+        }
+
+    record = _Record()
+    evaluate = _Evaluate(trainer.accuracy, eval_data, cfg["eval_every"], cfg["steps"])
     writer = tf.summary.create_file_writer(os.path.join(logdir, _slug(name, seed)))
-    losses, grad_norms, evals = [], [], []
     started = time.time()
     with writer.as_default():
-        for step in range(cfg["steps"]):
-            tokens, targets = reverse_task(
-                rng, cfg["batch_size"], cfg["seq_len"], cfg["vocab_size"]
-            )
-            rate = float(rates[step])
-            trainer.optimizer.learning_rate = rate
-            loss, grad_norm = train_step(tf.constant(tokens), tf.constant(targets))
-            losses.append(float(loss))
-            grad_norms.append(float(grad_norm))
-            tf.summary.scalar("loss", losses[-1], step=step)
-            tf.summary.scalar("gradient_norm", grad_norms[-1], step=step)
-            tf.summary.scalar("learning_rate", rate, step=step)
-            done = step + 1
-            if done % cfg["eval_every"] == 0 or done == cfg["steps"]:
-                acc = float(accuracy(eval_tokens, eval_targets))
-                evals.append((done, acc))
-                tf.summary.scalar("eval_token_accuracy", acc, step=step)
+        run_loop(step_fn, 0, cfg["steps"], [record, evaluate])
         for layer, norm in enumerate(init_norms):
             tf.summary.scalar("init_ffn_gradient_norm", norm, step=layer)
     writer.close()
     seconds = time.time() - started
+    evals, grad_norms = evaluate.evals, record.gradient_norms
     reached = next((s for s, acc in evals if acc >= TARGET_ACCURACY), None)
     log(
         f"  {name:<24} seed {seed}: final accuracy {evals[-1][1]:.3f}, "
@@ -265,7 +264,7 @@ def _train_one(trainer, name, warmup_steps, seed, eval_data, logdir, log):
         "norm_position": trainer.position,
         "warmup_steps": warmup_steps,
         "seed": seed,
-        "losses": losses,
+        "losses": record.losses,
         "gradient_norms": grad_norms,
         "eval_steps": [s for s, _ in evals],
         "eval_accuracy": [a for _, a in evals],
@@ -282,148 +281,6 @@ def _slug(name, seed):
         name.replace("-LN, ", "_").replace("warm-up ", "warmup").replace(" ", "_")
         + f"_seed{seed}"
     ).replace("-", "")
-
-
-def summarise(runs, variant_names):
-    """One summary row per variant, aggregated over seeds."""
-    rows = []
-    for name in variant_names:
-        mine = [r for r in runs if r["variant"] == name]
-        if not mine:
-            continue
-        reached = [
-            r["steps_to_target"] for r in mine if r["steps_to_target"] is not None
-        ]
-        final = [r["final_accuracy"] for r in mine]
-        init = np.array([r["init_layer_gradient_norms"] for r in mine])
-        rows.append(
-            {
-                "variant": name,
-                "norm_position": mine[0]["norm_position"],
-                "warmup_steps": mine[0]["warmup_steps"],
-                "seeds": len(mine),
-                "seeds_reaching_target": len(reached),
-                "median_steps_to_target": float(np.median(reached))
-                if reached
-                else None,
-                "final_accuracy_mean": float(np.mean(final)),
-                "final_accuracy_min": float(np.min(final)),
-                "final_accuracy_max": float(np.max(final)),
-                "max_gradient_norm_early": float(
-                    max(r["max_gradient_norm_early"] for r in mine)
-                ),
-                "init_gradient_last_over_first": float(
-                    np.mean(init[:, -1] / init[:, 0])
-                ),
-            }
-        )
-    return rows
-
-
-def markdown_table(rows, steps):
-    header = (
-        f"| variant | seeds reaching {TARGET_ACCURACY:.0%} | median steps to {TARGET_ACCURACY:.0%} | "
-        f"final accuracy mean (min–max) | max grad norm, first {min(EARLY_STEPS, steps)} steps | "
-        "init grad last/first layer |"
-    )
-    lines = [header, "|" + "---|" * 6]
-    for row in rows:
-        median = row["median_steps_to_target"]
-        lines.append(
-            f"| {row['variant']} | {row['seeds_reaching_target']}/{row['seeds']} | "
-            f"{'-' if median is None else f'{median:.0f}'} | "
-            f"{row['final_accuracy_mean']:.3f} ({row['final_accuracy_min']:.3f}–"
-            f"{row['final_accuracy_max']:.3f}) | {row['max_gradient_norm_early']:.2f} | "
-            f"{row['init_gradient_last_over_first']:.2f} |"
-        )
-    return "\n".join(lines) + "\n"
-
-
-def plot(runs, rows, path, smooth=10, chance=None):
-    """Writes the figure: loss curves, accuracy curves, per-layer gradients at init."""
-    # A bare Figure, not pyplot: the global backend (e.g. a notebook's inline
-    # one) stays as the caller set it.
-    import matplotlib.ticker
-    from matplotlib.figure import Figure
-
-    colours = {}
-    palette = ["#d62728", "#ff7f0e", "#1f77b4", "#2ca02c"]
-    for index, row in enumerate(rows):
-        colours[row["variant"]] = palette[index % len(palette)]
-    figure = Figure(figsize=(16, 4.6))
-    loss_ax, acc_ax, grad_ax = figure.subplots(1, 3)
-    for run in runs:
-        colour = colours[run["variant"]]
-        losses = np.asarray(run["losses"])
-        window = max(1, min(smooth, len(losses)))
-        smoothed = np.convolve(losses, np.ones(window) / window, mode="valid")
-        label = (
-            run["variant"]
-            if run["seed"]
-            == min(r["seed"] for r in runs if r["variant"] == run["variant"])
-            else None
-        )
-        loss_ax.plot(
-            np.arange(window, len(losses) + 1),
-            smoothed,
-            color=colour,
-            alpha=0.8,
-            lw=1.2,
-            label=label,
-        )
-        acc_ax.plot(
-            run["eval_steps"],
-            run["eval_accuracy"],
-            color=colour,
-            alpha=0.8,
-            lw=1.2,
-            label=label,
-        )
-    loss_ax.set(
-        title="training loss (moving average)", xlabel="step", ylabel="cross-entropy"
-    )
-    acc_ax.axhline(TARGET_ACCURACY, color="grey", ls=":", lw=1)
-    if chance is not None:
-        acc_ax.axhline(chance, color="black", ls="--", lw=0.8, label="chance")
-    acc_ax.set(
-        title="eval token accuracy", xlabel="step", ylabel="accuracy", ylim=(0, 1.02)
-    )
-    # Weights at initialisation do not depend on the warm-up: one curve per
-    # position, from its runs without warm-up.
-    for row in rows:
-        if row["warmup_steps"]:
-            continue
-        position = row["norm_position"]
-        init = [
-            r["init_layer_gradient_norms"]
-            for r in runs
-            if r["variant"] == row["variant"]
-        ]
-        colour = colours[row["variant"]]
-        init = np.asarray(init)
-        layers = np.arange(1, init.shape[1] + 1)
-        for seed_norms in init:
-            grad_ax.plot(layers, seed_norms, color=colour, alpha=0.25, lw=1)
-        grad_ax.plot(
-            layers,
-            init.mean(axis=0),
-            color=colour,
-            marker="o",
-            lw=2,
-            label=f"{position}-LN (mean over seeds)",
-        )
-    grad_ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
-    grad_ax.set(
-        title="FFN gradient norm at initialisation",
-        xlabel="layer",
-        ylabel="gradient norm",
-        yscale="log",
-    )
-    for ax in (loss_ax, acc_ax, grad_ax):
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
 
 
 def _check_variant_settings(settings):
@@ -466,7 +323,7 @@ def run_comparison(output_dir, log=print, variant_settings=None, **overrides):
 
     Example:
 
-    >>> from tfnorm.training.compare import run_comparison
+    >>> from tfnorm.experiments.warmup import run_comparison
     >>> result = run_comparison("runs/compare", num_layers=2, steps=20, seeds=(0,))
 
     Args:

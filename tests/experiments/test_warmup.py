@@ -1,4 +1,4 @@
-"""Tests for the Post-LN vs Pre-LN experiment, `tfnorm.training.compare`."""
+"""Tests for the Post-LN vs Pre-LN experiment, `tfnorm.experiments.warmup`."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from tfnorm._keras import tf
-from tfnorm.training import compare
+from tfnorm.experiments import warmup
 
 TINY = {
     "num_layers": 2,
@@ -35,16 +35,16 @@ TINY = {
 def tiny_result(tmp_path_factory):
     output_dir = str(tmp_path_factory.mktemp("compare"))
     lines = []
-    result = compare.run_comparison(output_dir, log=lines.append, **TINY)
+    result = warmup.run_comparison(output_dir, log=lines.append, **TINY)
     return output_dir, result, lines
 
 
 def test_reverse_task_targets_are_the_reversed_inputs():
-    tokens, targets = compare.reverse_task(np.random.default_rng(0), 50, 7, 4)
+    tokens, targets = warmup.reverse_task(np.random.default_rng(0), 50, 7, 4)
     assert tokens.shape == targets.shape == (50, 7)
     np.testing.assert_array_equal(targets, tokens[:, ::-1])
     assert tokens.min() >= 0 and tokens.max() <= 3
-    again, _ = compare.reverse_task(np.random.default_rng(0), 50, 7, 4)
+    again, _ = warmup.reverse_task(np.random.default_rng(0), 50, 7, 4)
     np.testing.assert_array_equal(again, tokens)
 
 
@@ -155,7 +155,7 @@ def test_plot_is_a_png_with_three_panels(tiny_result):
 
 def test_variant_settings_choose_the_runs(tmp_path):
     settings = [("sandwich", 0), ("deepnorm", 0), ("deepnorm", 2)]
-    result = compare.run_comparison(
+    result = warmup.run_comparison(
         str(tmp_path), variant_settings=settings, log=lambda line: None, **TINY
     )
     assert [row["variant"] for row in result["table"]] == [
@@ -188,7 +188,7 @@ def test_variant_settings_choose_the_runs(tmp_path):
 )
 def test_invalid_options_are_named(tmp_path, overrides, message):
     with pytest.raises(ValueError, match=message):
-        compare.run_comparison(str(tmp_path), **overrides)
+        warmup.run_comparison(str(tmp_path), **overrides)
     assert not os.listdir(tmp_path)
 
 
@@ -197,7 +197,7 @@ def test_default_size_shows_pre_ln_training_without_warmup_where_post_ln_does_no
     tmp_path,
 ):
     # The calibrated claim at the default size, on one seed (~1-2 minutes).
-    result = compare.run_comparison(str(tmp_path), seeds=(0,))
+    result = warmup.run_comparison(str(tmp_path), seeds=(0,))
     rows = {row["variant"]: row for row in result["table"]}
     assert rows["pre-LN, no warm-up"]["seeds_reaching_target"] == 1
     assert rows["post-LN, no warm-up"]["seeds_reaching_target"] == 0

@@ -15,6 +15,7 @@ import numpy as np
 
 from tfnorm._keras import keras, tf
 from tfnorm.models.builders import build_encoder
+from tfnorm.training.optimizers import variable_path
 
 
 def ffn_gradient_norms_at_init(
@@ -91,3 +92,38 @@ def ffn_gradient_norms_at_init(
         )
     gradients = tape.gradient(loss, kernels)
     return np.array([float(tf.norm(g)) for g in gradients], dtype=np.float64)
+
+
+def token_cross_entropy(targets, logits):
+    """Mean sparse cross-entropy over every token, computed in float32."""
+    return tf.reduce_mean(
+        tf.nn.sparse_softmax_cross_entropy_with_logits(
+            labels=targets, logits=tf.cast(logits, tf.float32)
+        )
+    )
+
+
+def layer_gradient_norms(model, encoder, tokens, targets):
+    """Gradient norm of each block's feed-forward weights, per block.
+
+    All the FFN's weights of a block together (both kernels and biases) in
+    the trained model; `ffn_gradient_norms_at_init` measures
+    Xiong et al.'s exact quantity (the second FFN kernel) on a bare encoder.
+
+    Returns:
+        A list with one float per encoder block, bottom block first.
+    """
+    blocks = [layer for layer in encoder.layers if layer.name.startswith("block_")]
+    groups = []
+    for block in blocks:
+        ffn = [v for v in block.trainable_variables if "ffn" in variable_path(v)]
+        groups.append(ffn or list(block.trainable_variables))
+    flat = [v for group in groups for v in group]
+    with tf.GradientTape() as tape:
+        loss = token_cross_entropy(targets, model(tokens, training=True))
+    grads = tape.gradient(loss, flat)
+    norms, start = [], 0
+    for group in groups:
+        norms.append(float(tf.linalg.global_norm(grads[start : start + len(group)])))
+        start += len(group)
+    return norms

@@ -29,7 +29,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tfnorm.models.gradients import ffn_gradient_norms_at_init
+from tfnorm.experiments.gradients import ffn_gradient_norms_at_init
 
 TINY = dict(d_model=32, num_heads=2, dff=64, seq_len=8, batch_size=8, vocab_size=50)
 PAPER_LIKE = dict(

@@ -1,0 +1,13 @@
+"""Experiments that test the claims behind tfnorm's defaults.
+
+* `warmup`: Post-LN vs Pre-LN with and without learning-rate warm-up, the
+  run behind `tfnorm compare` and notebook 02; its runs use the training
+  loop of `tfnorm.training.loop`.
+* `gradients`: per-layer gradient norms at initialisation (Xiong et al.,
+  2020), the measurement behind the depth argument for warm-up.
+
+Kept apart from `tfnorm.training`, which holds the reusable training pieces
+and the `tfnorm train` application.
+"""
+
+from __future__ import annotations
