@@ -45,8 +45,7 @@ def build_training(config, train_set, total_steps):
     """
     from tfnorm.distribute import get_strategy
     from tfnorm.models import build_classifier
-    from tfnorm.training.optimizers import make_optimizer
-    from tfnorm.training.precision import set_mixed_precision, wrap_for_mixed_precision
+    from tfnorm.training.precision import set_mixed_precision
     from tfnorm.training.schedules import WarmupSchedule
 
     strategy = get_strategy(config.strategy, devices=config.devices)
@@ -78,15 +77,7 @@ def build_training(config, train_set, total_steps):
         schedule = WarmupSchedule(
             config.learning_rate, config.warmup_steps, total_steps, decay=config.decay
         )
-        optimizer = make_optimizer(
-            config.optimizer,
-            learning_rate=schedule,
-            weight_decay=config.weight_decay,
-            clipnorm=config.clipnorm,
-            model=model,
-        )
-        optimizer = wrap_for_mixed_precision(optimizer)
-        _keras.build_optimizer(optimizer, model.trainable_variables)
+        optimizer = _optimizer(config, model, schedule)
         step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
         examples_seen = tf.Variable(
             0, dtype=tf.int64, trainable=False, name="examples_seen"
@@ -100,3 +91,24 @@ def build_training(config, train_set, total_steps):
     return Training(
         strategy, policy, model, schedule, optimizer, step, examples_seen, checkpoint
     )
+
+
+def _optimizer(config, model, schedule):
+    """The configured optimizer with its slots built, loss-scaled if needed.
+
+    Clipping (`clipnorm`) is the optimizer's own: it clips the gradient
+    summed over the replicas on every runtime.
+    """
+    from tfnorm.training.optimizers import make_optimizer
+    from tfnorm.training.precision import wrap_for_mixed_precision
+
+    optimizer = make_optimizer(
+        config.optimizer,
+        learning_rate=schedule,
+        weight_decay=config.weight_decay,
+        clipnorm=config.clipnorm,
+        model=model,
+    )
+    optimizer = wrap_for_mixed_precision(optimizer)
+    _keras.build_optimizer(optimizer, model.trainable_variables)
+    return optimizer

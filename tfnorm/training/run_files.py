@@ -135,6 +135,56 @@ def save_vocabularies(vocabulary, config):
     save_vocabulary(vocabulary, config.logdir)
 
 
+def summary(
+    result,
+    config,
+    *,
+    total_steps,
+    metrics,
+    checkpoint,
+    resumed,
+    data,
+    model_path,
+    seconds,
+):
+    """The `summary.json` of a run that ended as `result` (a `LoopResult`).
+
+    The same keys on every exit path, so scripts can read any summary.
+    """
+    reason = result.stop.reason if result.stop else None
+    return {
+        "status": result.status,
+        "exit_status": EXIT_STATUS[result.status],
+        "final_step": result.step,
+        "total_steps": total_steps,
+        "resumed_from_step": result.start_step,
+        "resumed_from_checkpoint": resumed.checkpoint,
+        "skipped_checkpoints": resumed.skipped,
+        "metrics": metrics,
+        "model_path": model_path,
+        "checkpoint": checkpoint,
+        "logdir": config.logdir,
+        "data": data,
+        "nan_report": reason if result.status == "nan" else None,
+        "error": reason if result.status == "failed" else None,
+        "elapsed_seconds": round(seconds, 3),
+        "runtime": _keras.describe(),
+        "config": config.to_dict(),
+    }
+
+
+def data_summary(train_set, val_set, sha256):
+    """The `data` entry of `summary.json`."""
+    return {
+        "source": train_set.source,
+        "train_examples": len(train_set),
+        "val_examples": len(val_set) if val_set is not None else 0,
+        "vocab_size": train_set.vocab_size,
+        "num_classes": train_set.num_classes,
+        "sha256": sha256,
+    }
+
+
 def write_summary(logdir, summary):
     """Writes `logdir/summary.json` atomically; returns its path."""
     path = os.path.join(logdir, SUMMARY_FILE)

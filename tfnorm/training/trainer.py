@@ -124,7 +124,7 @@ class _Run:
         self.started = time.time()
         inspected = resume.inspect(self.config.checkpoint_dir)
         train_set, val_set = self._load_data(*inspected)
-        self.data_summary = self._data_summary(train_set, val_set)
+        self.data_summary = run_files.data_summary(train_set, val_set, self.data_sha256)
         cadence = self._cadence(train_set)
         parts = build_training(self.config, train_set, cadence.total_steps)
         with resume.claimed(self.config, self.log, self.is_chief, inspected):
@@ -235,18 +235,7 @@ class _Run:
         """The run's actions, in the order the module docstring gives."""
         config, log = self.config, self.log
         probe_batch = train_set.ids[: min(len(train_set), 64)]
-        checkpointing = actions.Checkpointing(
-            checkpoints.CheckpointWriter(
-                parts.checkpoint,
-                resume.own_checkpoint_dir(self.config, self.is_chief),
-                config.keep_checkpoints,
-                known=self.resumed.known,
-            ),
-            cadence,
-            log,
-            last_path=self.resumed.checkpoint,
-            scratch=not self.is_chief,
-        )
+        checkpointing = self._checkpointing(parts, cadence)
         last_checkpoint = lambda: checkpointing.last_path  # noqa: E731
         chosen = [
             actions.NanGuard(
@@ -298,6 +287,21 @@ class _Run:
 
     # ------------------------------------------------------------------ the end
 
+    def _checkpointing(self, parts, cadence):
+        writer = checkpoints.CheckpointWriter(
+            parts.checkpoint,
+            resume.own_checkpoint_dir(self.config, self.is_chief),
+            self.config.keep_checkpoints,
+            known=self.resumed.known,
+        )
+        return actions.Checkpointing(
+            writer,
+            cadence,
+            self.log,
+            last_path=self.resumed.checkpoint,
+            scratch=not self.is_chief,
+        )
+
     def _finish(self, result, parts, run_actions, cadence):
         """Exports a completed run and builds the summary."""
         model_path = None
@@ -339,26 +343,17 @@ class _Run:
         checkpointing = next(
             a for a in run_actions if isinstance(a, actions.Checkpointing)
         )
-        reason = result.stop.reason if result.stop else None
-        return {
-            "status": result.status,
-            "exit_status": EXIT_STATUS[result.status],
-            "final_step": result.step,
-            "total_steps": cadence.total_steps,
-            "resumed_from_step": result.start_step,
-            "resumed_from_checkpoint": self.resumed.checkpoint,
-            "skipped_checkpoints": self.resumed.skipped,
-            "metrics": metrics,
-            "model_path": model_path,
-            "checkpoint": checkpointing.last_path,
-            "logdir": self.config.logdir,
-            "data": self.data_summary,
-            "nan_report": reason if result.status == "nan" else None,
-            "error": reason if result.status == "failed" else None,
-            "elapsed_seconds": round(time.time() - self.started, 3),
-            "runtime": _keras.describe(),
-            "config": self.config.to_dict(),
-        }
+        return run_files.summary(
+            result,
+            self.config,
+            total_steps=cadence.total_steps,
+            metrics=metrics,
+            checkpoint=checkpointing.last_path,
+            resumed=self.resumed,
+            data=self.data_summary,
+            model_path=model_path,
+            seconds=time.time() - self.started,
+        )
 
     def _write_summary(self, summary):
         if not self.is_chief:
@@ -369,13 +364,3 @@ class _Run:
             self.log.line(
                 f"could not write summary.json: {checkpoints.one_line(error)}"
             )
-
-    def _data_summary(self, train_set, val_set):
-        return {
-            "source": train_set.source,
-            "train_examples": len(train_set),
-            "val_examples": len(val_set) if val_set is not None else 0,
-            "vocab_size": train_set.vocab_size,
-            "num_classes": train_set.num_classes,
-            "sha256": self.data_sha256,
-        }
