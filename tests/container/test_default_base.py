@@ -29,6 +29,7 @@ from tests.docker.conftest import CHROMIUM, jupyterlab_screenshot
 NOTEBOOKS = sorted(pathlib.Path(REPO, "notebooks").glob("*.ipynb"))
 
 UID = 1000  # the image's TFNORM_UID default
+STANDIN = "tf29"  # tools/container/build-standins.sh
 
 # What this check shows is that each notebook runs in the container's own
 # kernel, not what it shows at its default size: tests/notebooks runs the
@@ -47,7 +48,7 @@ def project(engine, tmp_path_factory):
     root = str(tmp_path_factory.mktemp("tf29"))
     with started_project(
         root,
-        "tf29",
+        STANDIN,
         "2.9.0-gpu-jupyter",
         "tfnormct29",
         down="--profile multiworker down --volumes --timeout 20",
