@@ -41,13 +41,6 @@ def main(argv=None):
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    from tfnorm._tf_check import check_tensorflow
-
-    try:
-        check_tensorflow()
-    except ImportError as error:
-        print(f"tfnorm: error: {error}", file=sys.stderr)
-        return 1
     return args.func(args) or 0
 
 

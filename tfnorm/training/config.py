@@ -72,10 +72,12 @@ MIN_MAX_LEN = 2
 # the vocabulary limit of data files.
 _SYNTHETIC_VOCAB = 16
 _FILE_VOCAB = 20000
-# The largest model `resolve` lets through: weights past 2**31 (8 GiB in
-# float32) exceed TensorFlow's int32 sizes and any single machine's memory;
-# such sizes are typos (an extra zero), caught before anything is created.
-MAX_WEIGHTS = 2**31 - 1
+# The largest model and step `resolve` lets through: weights, or one layer's
+# attention scores or feed-forward activations for a batch, past 2**31 values
+# (8 GiB in float32) exceed TensorFlow's int32 tensor sizes and most
+# machines' memory; such sizes are typos (an extra zero), caught before
+# anything is created.
+MAX_VALUES = 2**31 - 1
 # Synthetic examples are generated in memory, in Python.
 MAX_SYNTHETIC_EXAMPLES = 2**24
 
@@ -133,7 +135,8 @@ class TrainConfig:
         integer(1, MAX_SYNTHETIC_EXAMPLES),
     )  # fmt: skip
     vocab_size: int | None = setting(
-        None, DATA, "synthetic: token ids; files: vocabulary limit", POSITIVE,
+        None, DATA, "synthetic: token ids; files: vocabulary limit (counting "
+        "padding and the unknown token, so at least 3)", integer(3),
         optional=True, default_text="max(16, 2*max_len+1) for tasks, 20000 for files",
     )  # fmt: skip
     num_classes: int | None = setting(
@@ -182,7 +185,7 @@ class TrainConfig:
     )  # fmt: skip
     clipnorm: float | None = setting(
         1.0, OPTIMISATION, "global gradient-norm clipping, 'none' or 0 to disable",
-        number(above=0.0), optional=True, off=("off", "0", 0),
+        number(above=0.0), optional=True, off=("off", "false", "0", 0, False),
     )  # fmt: skip
     epochs: int = setting(1, OPTIMISATION, "passes over the data", POSITIVE)
     steps_per_epoch: int | None = setting(
@@ -348,20 +351,35 @@ def _check_model_size(values):
         _FILE_VOCAB if values["data"] else max(_SYNTHETIC_VOCAB, 2 * max_len + 1)
     )
     dff = values["dff"] or 4 * d_model
+    # Embeddings, then each block's attention and feed-forward kernels.
     weights = {
         "vocab_size": vocab * d_model,
         "max_len": max_len * d_model,
-        "num_layers": layers * 4 * d_model * d_model,
-        "dff": layers * 2 * d_model * dff,
+        "d_model": layers * (4 * d_model * d_model + 2 * d_model * dff),
     }
     total = sum(weights.values())
-    if total > MAX_WEIGHTS:
+    if total > MAX_VALUES:
         key = max(weights, key=weights.get)
         raise ConfigError(
             key,
             f"The model would have about {total:.2g} weights, more than the "
-            f"{MAX_WEIGHTS} tfnorm train builds. Received: vocab_size={vocab}, "
+            f"{MAX_VALUES} tfnorm train builds. Received: vocab_size={vocab}, "
             f"max_len={max_len}, num_layers={layers}, d_model={d_model}, dff={dff}",
+        )
+    batch = values["batch_size"]
+    activations = {
+        "max_len": batch * values["num_heads"] * max_len * max_len,
+        "dff": batch * max_len * dff,
+    }
+    if max(activations.values()) > MAX_VALUES:
+        key = max(activations, key=activations.get)
+        raise ConfigError(
+            key,
+            f"One batch would need about {max(activations.values()):.2g} values "
+            f"in one layer (attention scores: batch x heads x max_len^2; "
+            f"feed-forward: batch x max_len x dff), more than {MAX_VALUES}. "
+            f"Lower batch_size, max_len or dff. Received: batch_size={batch}, "
+            f"num_heads={values['num_heads']}, max_len={max_len}, dff={dff}",
         )
 
 

@@ -62,8 +62,6 @@ class Setting:
         if self.optional and (value is None or _is_off(value, self.off)):
             return None
         try:
-            if value is None:
-                raise ValueError(f"`{key}` must be set. Received: {key}=None")
             return self.read(key, value)
         except ValueError as error:
             raise ConfigError(key, str(error)) from None
@@ -89,8 +87,13 @@ def setting_of(field):
 
 def _is_off(value, off):
     if isinstance(value, str):
-        return value.strip().lower() in off
-    return is_real(value) and any(value == o for o in off if not isinstance(o, str))
+        value = value.strip().lower()
+    elif is_real(value):
+        value = float(value)
+    # `False == 0`, but only an "off" list naming False means YAML's `off`.
+    return any(
+        value == o and isinstance(value, bool) == isinstance(o, bool) for o in off
+    )
 
 
 # ----------------------------------------------------------------- readers
