@@ -280,6 +280,7 @@ class TrainConfig:
             ConfigError: the first bad setting; `error.key` names it and the
                 message gives the received value.
         """
+        _check_one_source(self.task, self.data)
         values = {
             field.name: setting_of(field).parse(field.name, getattr(self, field.name))
             for field in dataclasses.fields(self)
@@ -298,16 +299,24 @@ class TrainConfig:
         return self.resolve()
 
 
-def _check_combinations(values):
-    """Checks that involve several settings; `values` are already read."""
-    task, data = values["task"], values["data"]
-    if (task is None) == (data is None):
+def _check_one_source(task, data):
+    # Before the values are read: "both given" is the error to report even
+    # when the file does not exist.
+    def given(value):
+        return value is not None and str(value).strip().lower() not in ("none", "null")
+
+    if given(task) == given(data):
         raise ConfigError(
             "task",
             "Give exactly one data source: a synthetic task (task / --task, "
             f"one of {', '.join(SYNTHETIC_TASKS)}) or a file (data / --data). "
             f"Received: task={task!r}, data={data!r}",
         )
+
+
+def _check_combinations(values):
+    """Checks that involve several settings; `values` are already read."""
+    task, data = values["task"], values["data"]
     if values["val_data"] is not None and data is None:
         raise ConfigError(
             "val_data",
