@@ -40,9 +40,6 @@ from tfnorm.training.settings import (
     setting_of,
 )
 
-# The choices the CLI's --help lists, under the names it has always imported.
-MIXED_PRECISION_MODES = PRECISION_MODES
-
 # Settings that fix the shapes of the checkpointed variables or the meaning of
 # the saved data position: a resumed run must agree with its checkpoint on all.
 RESUME_KEYS = (
