@@ -169,7 +169,7 @@ def test_a_head_mostly_of_unseen_classes_is_refused(labels):
     lines = [10 + index for index in range(len(labels))]
     line = lines[labels.index(max(labels))]
     with pytest.raises(
-        DataError, match=rf"line {line}: the largest label .*--num-classes"
+        DataError, match=rf"line {line}: the largest label .*Renumber them"
     ):
         data_lib.count_classes(labels, "f.csv", lines=lines)
 

@@ -116,9 +116,11 @@ def _fail(message):
 
 
 def _describe_config_error(error):
-    if error.key in (None, "config"):
+    fields = {field.name: field for field in dataclasses.fields(TrainConfig)}
+    if error.key not in fields:  # the config file itself, or an unknown key
         return str(error)
-    return f"{flag_name(error.key)} (config key {error.key}): {error}"
+    flags = setting_of(fields[error.key]).flags or (flag_name(error.key),)
+    return f"{flags[0]} (config key {error.key}): {error}"
 
 
 def run(args):

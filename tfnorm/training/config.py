@@ -361,6 +361,7 @@ def _check_model_size(values):
     weights = {
         "vocab_size": vocab * d_model,
         "max_len": max_len * d_model,
+        "num_classes": (values["num_classes"] or 0) * d_model,
         "d_model": layers * (4 * d_model * d_model + 2 * d_model * dff),
     }
     total = sum(weights.values())
@@ -370,7 +371,8 @@ def _check_model_size(values):
             key,
             f"The model would have about {total:.2g} weights, more than the "
             f"{MAX_VALUES} tfnorm train builds. Received: vocab_size={vocab}, "
-            f"max_len={max_len}, num_layers={layers}, d_model={d_model}, dff={dff}",
+            f"max_len={max_len}, num_classes={values['num_classes']}, "
+            f"num_layers={layers}, d_model={d_model}, dff={dff}",
         )
     batch = values["batch_size"]
     activations = {

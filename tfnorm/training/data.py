@@ -309,10 +309,12 @@ def count_classes(labels, path, num_classes=None, lines=None):
     inferred = max(largest + 1, 2)
     distinct = len(set(labels))
     if inferred > MAX_INFERRED_CLASSES or inferred > MAX_UNSEEN_CLASS_RATIO * distinct:
+        advice = "Renumber them"
+        if inferred <= MAX_INFERRED_CLASSES:
+            advice += f", or give --num-classes {inferred} if that is meant"
         raise DataError(
             f"{where}: the largest label is {largest} but only {distinct} distinct "
-            f"label(s) occur; labels are class ids 0..N-1. Renumber them, or give "
-            f"--num-classes (num_classes) if {inferred} classes is really meant. "
+            f"label(s) occur; labels are class ids 0..N-1. {advice}. "
             f"Received: label={largest}"
         )
     return inferred
