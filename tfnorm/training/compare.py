@@ -34,7 +34,8 @@ import numpy as np
 
 from tfnorm._checks import is_int
 from tfnorm._keras import keras, tf
-from tfnorm.models.encoder_block import NORM_POSITIONS
+from tfnorm.choices import NORM_POSITIONS
+from tfnorm.training.compare_settings import DEFAULTS
 from tfnorm.training.optimizers import build_optimizer, make_optimizer, variable_path
 from tfnorm.training.schedules import WarmupSchedule
 
@@ -43,24 +44,6 @@ TARGET_ACCURACY = 0.95
 #: The window over which the largest gradient norm is reported.
 EARLY_STEPS = 200
 
-DEFAULTS = {
-    "num_layers": 6,
-    "d_model": 32,
-    "num_heads": 4,
-    "dff": 128,
-    "vocab_size": 10,
-    "seq_len": 12,
-    "batch_size": 32,
-    "steps": 300,
-    "learning_rate": 1e-2,
-    "warmup_steps": 300,
-    "seeds": (0, 1, 2),
-    "norm": "layer",
-    "epsilon": 1e-5,
-    "eval_size": 512,
-    "eval_every": 10,
-    "jit_compile": True,
-}
 
 POSITIONS = ("post", "pre")
 

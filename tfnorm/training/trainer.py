@@ -224,6 +224,7 @@ class _Run:
             max_len=config.max_len,
             max_tokens=config.vocab_size or 20000,
             vocabulary=vocabulary,
+            num_classes=config.num_classes,
         )
         self.vocabulary = vocabulary
         return train, val
