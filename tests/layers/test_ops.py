@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from tests.layers import reference
-from tfnorm._keras import in_xla_context, tf
+from tfnorm._keras import XLA_PREFERS_MATVEC, in_xla_context, tf
 from tfnorm.layers import _ops
 
 FLOAT32_ROUTES = ["fused", "matvec", "reduce"]
@@ -194,12 +194,20 @@ def test_gradients_match_float64_autodiff_on_both_paths(
         )
 
 
-def test_float32_on_cpu_takes_the_fused_route_and_float64_the_matvec_one():
+def test_routes_picked_on_cpu():
     if tf.config.list_physical_devices("GPU"):
         pytest.skip("GPU machines take the plain reductions")
     assert _ops._route(tf.zeros([2, 3]), [1], 2) == "fused"
     assert _ops._route(tf.zeros([2, 3], tf.float64), [1], 2) == "matvec"
     assert _ops._route(tf.zeros([2, 3, 4]), [1], 3) == "reduce"
+    seen = []
+
+    def under_xla():
+        seen.append(_ops._route(tf.zeros([2, 3]), [1], 2))
+        return tf.constant(0)
+
+    tf.function(under_xla, jit_compile=True)()
+    assert seen == ["matvec" if XLA_PREFERS_MATVEC else "fused"]
 
 
 def test_in_xla_context_tells_jit_compile_apart():

@@ -25,9 +25,11 @@ them is picked per call (`_primitives`):
   epsilon 0: exactly the affine and its closed-form gradient, with tfnorm's
   own statistics. (Keras 2.9's built-in LayerNormalization runs the fused
   kernel's training mode on the rows instead, whose float32 mean is a running
-  sum.) Under XLA the same ops lower to fusible elementwise code.
-* CPU, float64, trailing axes, `_MatvecReductions`: a [rows, features] view
-  whose row means and parameter sums are matrix-vector products.
+  sum.) Under TensorFlow 2.9's XLA the same ops lower to fusible code.
+* CPU, float64, or float32 under XLA where `XLA_PREFERS_MATVEC` (trailing
+  axes), `_MatvecReductions`: a [rows, features] view whose row means and
+  parameter sums are matrix-vector products, which newer XLA runs
+  vectorised and multi-threaded where its column reductions are slow.
 * GPU (float32 matmuls may run in TF32 there) and other axes: plain
   reductions.
 
@@ -41,7 +43,7 @@ from __future__ import annotations
 
 import math
 
-from tfnorm._keras import in_xla_context, tf
+from tfnorm._keras import XLA_PREFERS_MATVEC, in_xla_context, tf
 
 _MATVEC_REDUCTIONS = None
 
@@ -208,7 +210,7 @@ def _route(x, axes, rank):
         return _ROUTE
     if not _use_matvec() or not _trailing(axes, rank):
         return "reduce"
-    if x.dtype == tf.float32:
+    if x.dtype == tf.float32 and not (XLA_PREFERS_MATVEC and in_xla_context()):
         return "fused"
     return "matvec"
 
