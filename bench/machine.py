@@ -32,9 +32,9 @@ def check_idle(require_idle):
     if load > idle_limit():
         message = (
             f"load average {load:.2f} is above {idle_limit():.1f} (half of "
-            f"{os.cpu_count()} cores): other work shares this machine, so the "
-            "ratios below are distorted (fused multi-threaded kernels suffer "
-            "most). Do not record them; rerun on an idle machine."
+            f"{os.cpu_count()} cores): other work shares this machine, so "
+            "ratios measured now are distorted (fused multi-threaded kernels "
+            "suffer most). Do not record them; rerun on an idle machine."
         )
         if require_idle:
             print(f"bench: refusing to run: {message}", file=sys.stderr)
