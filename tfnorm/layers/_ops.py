@@ -69,10 +69,8 @@ def _use_matvec():
 class _Reductions:
     """The primitives on any axes, with plain reductions and elementwise ops."""
 
-    #: Whether elementwise ops fuse with their users (under XLA).
-    fuses = False
-
     def __init__(self, rank, axes):
+        # Whether elementwise ops fuse with their users (under XLA).
         self.fuses = in_xla_context()
         self.axes = list(axes)
         self.other = [i for i in range(rank) if i not in axes]
