@@ -23,7 +23,7 @@ repetition, and `--repeats` repetitions (default 3) give the median ratio
 and its spread. Wall clock; the load average is checked first as in
 `bench/norms.py` (`--require-idle` refuses a busy machine).
 
-    python bench/encoder.py [--rounds 5] [--repeats 3] [--positions pre,post]
+    python bench/encoder.py [--rounds 4] [--repeats 3] [--positions pre,post]
         [--xla] [--reference keras-hub|keras-norm] [--require-idle]
 """
 
@@ -158,7 +158,7 @@ def measure(position, jit_compile, reference, args):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--positions", default="pre,post")
