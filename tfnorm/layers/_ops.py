@@ -256,6 +256,32 @@ def _row_scale(reduce, x):
     return tf.maximum(reduce.max_abs(x), tf.constant(1.0, x.dtype))
 
 
+def _guarded(fine, fast_x_hat, careful_x_hat, reduce, gamma, beta):
+    """The output through the fast or the careful path (`tf.cond` on
+    `fine`), and a function giving (x_hat, inv) for the backward pass.
+
+    `fast_x_hat`/`careful_x_hat` return (x_hat, the factor the backward pass
+    scales by). Graph mode writes x_hat out on the way to the output anyway,
+    so the cond hands it to the backward pass too; under XLA x_hat fuses
+    into the output and is only computed again if a gradient is taken.
+    """
+
+    def through(path):
+        def output():
+            x_hat, inv = path()
+            return reduce.affine(x_hat, gamma, beta), x_hat, inv
+
+        return output
+
+    if reduce.fuses:
+        y = tf.cond(
+            fine, lambda: through(fast_x_hat)()[0], lambda: through(careful_x_hat)()[0]
+        )
+        return y, lambda: tf.cond(fine, fast_x_hat, careful_x_hat)
+    y, x_hat, inv = tf.cond(fine, through(fast_x_hat), through(careful_x_hat))
+    return y, lambda: (x_hat, inv)
+
+
 def _careful_layer_norm(x, reduce, epsilon):
     """(x_hat, inv_std) for rows the fast statistics cannot serve."""
     # Shift by one sample per row: the shifted values are small next to
@@ -300,14 +326,10 @@ def _layer_norm_kernel(x, gamma, beta, reduce, epsilon):
         def careful_x_hat():
             return _careful_layer_norm(x, reduce, epsilon)
 
-        y = tf.cond(
-            fine,
-            lambda: reduce.affine(fast_x_hat()[0], gamma, beta),
-            lambda: reduce.affine(careful_x_hat()[0], gamma, beta),
-        )
+        y, saved = _guarded(fine, fast_x_hat, careful_x_hat, reduce, gamma, beta)
 
         def backward(dy):
-            x_hat, inv = tf.cond(fine, fast_x_hat, careful_x_hat)
+            x_hat, inv = saved()
             g, param_grads = reduce.affine_grad(dy, x_hat, gamma, beta)
             return [reduce.centred_grad(g, x_hat, inv)] + param_grads
 
@@ -341,14 +363,10 @@ def _rms_norm_kernel(x, gamma, beta, reduce, epsilon):
         def careful_x_hat():
             return _careful_rms_norm(x, reduce, epsilon)
 
-        y = tf.cond(
-            fine,
-            lambda: reduce.affine(fast_x_hat()[0], gamma, beta),
-            lambda: reduce.affine(careful_x_hat()[0], gamma, beta),
-        )
+        y, saved = _guarded(fine, fast_x_hat, careful_x_hat, reduce, gamma, beta)
 
         def backward(dy):
-            x_hat, inv = tf.cond(fine, fast_x_hat, careful_x_hat)
+            x_hat, inv = saved()
             g, param_grads = reduce.affine_grad(dy, x_hat, gamma, beta)
             return [reduce.scaled_grad(g, x_hat, inv)] + param_grads
 
