@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
 PYTEST_ARGS ?= -x -q
 
-.PHONY: venv test test-container test-slow test-legacy test-tf29 test-compat lint format bench demo system-deps clean
+.PHONY: venv test test-container test-slow test-legacy test-tf29 test-compat lint format bench bench-keras3 bench-tf29 demo system-deps clean
 
 # The bench extra (keras-hub) is installed too: bench/encoder.py and the
 # keras-hub conversion test of tests/models/test_convert.py use it.
@@ -55,11 +55,25 @@ format: venv
 	$(PY) -m ruff check --fix .
 	$(PY) -m ruff format .
 
-# Ratios against Keras's built-ins and keras-hub (the `bench` extra); see
-# docs/benchmarks.md for the recorded figures.
-bench: venv
-	$(PY) bench/norms.py
-	$(PY) bench/encoder.py
+# Ratios against Keras's own layers in both runtimes (keras3, then tf29), wall
+# clock, 3 repetitions each; docs/benchmarks.md says how to read them. Each
+# script warns loudly when the load average is above half the cores; record
+# figures from an idle machine only (BENCH_ARGS=--require-idle refuses a busy
+# one). Tables also go to $(BENCH_DIR). About 10-15 minutes on 2 cores.
+BENCH_DIR ?= runs/bench
+BENCH_ARGS ?=
+bench: bench-keras3 bench-tf29
+
+bench-keras3: venv
+	mkdir -p $(BENCH_DIR)
+	$(PY) bench/norms.py $(BENCH_ARGS) --markdown $(BENCH_DIR)/keras3-norms.md --json $(BENCH_DIR)/keras3-norms.json
+	$(PY) bench/encoder.py --xla $(BENCH_ARGS) --markdown $(BENCH_DIR)/keras3-encoder.md --json $(BENCH_DIR)/keras3-encoder.json
+
+# The tf29 root mounts this repo at /src, so $(BENCH_DIR) must be inside it.
+bench-tf29:
+	mkdir -p $(BENCH_DIR)
+	tools/tf29-root.sh run python bench/norms.py $(BENCH_ARGS) --markdown $(BENCH_DIR)/tf29-norms.md --json $(BENCH_DIR)/tf29-norms.json
+	tools/tf29-root.sh run python bench/encoder.py --xla $(BENCH_ARGS) --markdown $(BENCH_DIR)/tf29-encoder.md --json $(BENCH_DIR)/tf29-encoder.json
 
 # The Post-LN vs Pre-LN warm-up experiment at its small default (a few
 # minutes on 2 CPU cores); prints where the table, plot and TensorBoard logs are.

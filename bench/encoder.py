@@ -1,29 +1,36 @@
-"""Training-step throughput: tfnorm's encoder against keras-hub's.
+"""Training-step throughput of tfnorm's encoder against Keras's own norms.
 
-A 4-layer `tfnorm.build_encoder` and a stack of 4 `keras_hub.layers.
-TransformerEncoder` with the same sizes (d_model 256, 4 heads, dff 1024,
-sequence 128, batch 32), the same norm position (Pre-LN: keras-hub's
-`normalize_first=True`; Post-LN: `False`), GELU, LayerNorm epsilon 1e-5 and
-the same dropout sites (0.1 on the attention probabilities and before each
-residual add, none inside the FFN, as keras-hub has it). tfnorm's Pre-LN
-final norm is left out (`final_norm=False`) because keras-hub's stack has
-none. Both get a padding mask of ones, so the masking work is the same.
+A 4-layer `tfnorm.build_encoder` (d_model 256, 4 heads, dff 1024, sequence
+128, batch 32, GELU, LayerNorm epsilon 1e-5, dropout 0.1 on the attention
+probabilities and before each residual add, none inside the FFN), Pre-LN and
+Post-LN, against a reference built from Keras's own layers:
 
-One training step = forward (training=True), mean squared error against a
-random target, backward, Adam update, inside one `tf.function` (graph mode,
-and with `--xla` also `jit_compile=True`). The variants run interleaved
-(order alternating each round) and the median step time of `--rounds` steps
-after warm-up is kept, so the ratio survives a shared machine.
+* Keras 3 (`keras3`, `tf_keras` needs none): a stack of 4 keras-hub
+  `TransformerEncoder` blocks with the same sizes, norm position
+  (`normalize_first`), dropout sites and epsilon; tfnorm's Pre-LN final norm
+  is left out (`final_norm=False`) because keras-hub's stack has none.
+* Keras 2 (TensorFlow 2.9's `tf29` runtime, or without keras-hub): the same
+  `build_encoder` with `norm=keras.layers.LayerNormalization`, so only the
+  norm layers differ. (At epsilon 1e-5 Keras 2.9's layer runs its unfused
+  path: its fused kernel only takes epsilon >= 1.001e-5.)
 
-Keras 3 runtime only (keras-hub needs Keras 3); install with
-`pip install -e ".[bench]"`.
+Both get a padding mask of ones. One training step = forward
+(training=True), mean squared error against a random target, backward, Adam
+update, inside one `tf.function` (graph mode, and with `--xla` also
+`jit_compile=True`). The two variants run interleaved (order alternating each
+round); the ratio of their median step times over `--rounds` steps is one
+repetition, and `--repeats` repetitions (default 3) give the median ratio
+and its spread. Wall clock; the load average is checked first as in
+`bench/norms.py` (`--require-idle` refuses a busy machine).
 
-    python bench/encoder.py [--rounds 10] [--positions pre,post] [--xla]
+    python bench/encoder.py [--rounds 4] [--repeats 3] [--positions pre,post]
+        [--xla] [--reference keras-hub|keras-norm] [--require-idle]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -35,13 +42,15 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import numpy as np  # noqa: E402
 
 import tfnorm  # noqa: E402
-from tfnorm._keras import FLAVOUR, IS_KERAS_3, KERAS_VERSION, keras, tf  # noqa: E402
+from bench.machine import Run  # noqa: E402
+from tfnorm._keras import IS_KERAS_3, keras, tf  # noqa: E402
 
 LAYERS, D_MODEL, HEADS, DFF, SEQ, BATCH = 4, 256, 4, 1024, 128, 32
 DROPOUT = 0.1
+EPSILON = 1e-5
 
 
-def tfnorm_encoder(position):
+def tfnorm_encoder(position, norm="layer", name="tfnorm_encoder"):
     return tfnorm.build_encoder(
         LAYERS,
         D_MODEL,
@@ -49,13 +58,19 @@ def tfnorm_encoder(position):
         DFF,
         dropout_rate=DROPOUT,
         ffn_dropout=0.0,
+        norm=norm,
         norm_position=position,
-        epsilon=1e-5,
+        epsilon=EPSILON,
         activation="gelu",
         final_norm=False,
         seq_len=SEQ,
-        name="tfnorm_encoder",
+        name=name,
     )
+
+
+def keras_norm_encoder(position):
+    """The same encoder with Keras's own LayerNormalization in every norm."""
+    return tfnorm_encoder(position, keras.layers.LayerNormalization, "keras_encoder")
 
 
 def keras_hub_encoder(position):
@@ -70,11 +85,28 @@ def keras_hub_encoder(position):
             num_heads=HEADS,
             dropout=DROPOUT,
             activation="gelu",
-            layer_norm_epsilon=1e-5,
+            layer_norm_epsilon=EPSILON,
             normalize_first=position == "pre",
             name=f"block_{index}",
         )(x, padding_mask=padding_mask)
     return keras.Model([sequence, padding_mask], x, name="keras_hub_encoder")
+
+
+REFERENCES = {
+    # name: (model factory, padding-mask dtype)
+    "keras-hub": (keras_hub_encoder, tf.int32),
+    "keras-norm": (keras_norm_encoder, tf.float32),
+}
+
+
+def default_reference():
+    if not IS_KERAS_3:
+        return "keras-norm"
+    try:
+        import keras_hub  # noqa: F401
+    except ImportError:
+        return "keras-norm"
+    return "keras-hub"
 
 
 def make_step(model, mask_dtype, jit_compile):
@@ -102,49 +134,100 @@ def make_step(model, mask_dtype, jit_compile):
     return run
 
 
-def measure(position, jit_compile, rounds, warmup):
+def measure(position, jit_compile, reference, args):
+    """Per repetition, the median step seconds of both variants."""
     keras.utils.set_random_seed(0)
+    make_reference, mask_dtype = REFERENCES[reference]
     steps = {
         "tfnorm": make_step(tfnorm_encoder(position), tf.float32, jit_compile),
-        "keras-hub": make_step(keras_hub_encoder(position), tf.int32, jit_compile),
+        reference: make_step(make_reference(position), mask_dtype, jit_compile),
     }
-    times = {name: [] for name in steps}
     order = list(steps)
-    for round_index in range(warmup + rounds):
-        for name in order if round_index % 2 == 0 else reversed(order):
-            elapsed = steps[name]()
-            if round_index >= warmup:
-                times[name].append(elapsed)
-    return {name: statistics.median(values) for name, values in times.items()}
+    for _ in range(args.warmup):
+        for name in order:
+            steps[name]()
+    repetitions = []
+    for _ in range(args.repeats):
+        times = {name: [] for name in steps}
+        for round_index in range(args.rounds):
+            for name in order if round_index % 2 == 0 else reversed(order):
+                times[name].append(steps[name]())
+        repetitions.append({n: statistics.median(v) for n, v in times.items()})
+    return repetitions
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--positions", default="pre,post")
     parser.add_argument("--xla", action="store_true", help="also time jit_compile")
-    args = parser.parse_args(argv)
-    if not IS_KERAS_3:
-        sys.exit(f"bench/encoder.py needs Keras 3 (keras-hub); this is {FLAVOUR}.")
-
-    print(
-        f"TensorFlow {tf.__version__}, Keras {KERAS_VERSION}; {LAYERS} layers, "
-        f"d_model {D_MODEL}, {HEADS} heads, dff {DFF}, seq {SEQ}, batch {BATCH}; "
-        f"median of {args.rounds} interleaved steps"
+    parser.add_argument(
+        "--reference",
+        choices=sorted(REFERENCES),
+        help="what tfnorm's encoder is compared with: keras-hub's blocks "
+        "(Keras 3, the default there) or the same encoder with Keras's "
+        "LayerNormalization (the default elsewhere)",
     )
-    print("| position | mode | tfnorm tokens/s | keras-hub tokens/s | ratio |")
-    print("| --- | --- | ---: | ---: | ---: |")
+    parser.add_argument(
+        "--require-idle",
+        action="store_true",
+        help="exit with status 2 instead of warning when the machine is busy",
+    )
+    parser.add_argument("--markdown", help="also write the table to this file")
+    parser.add_argument("--json", help="also write the raw medians to this file")
+    args = parser.parse_args(argv)
+    reference = args.reference or default_reference()
+    if reference == "keras-hub" and not IS_KERAS_3:
+        parser.error("keras-hub needs Keras 3; use --reference keras-norm")
+    if args.repeats < 1 or args.rounds < 1:
+        parser.error("--repeats and --rounds must be at least 1")
+
+    run = Run("wall", args.require_idle)
+    print(run.header(), flush=True)
+    method = (
+        f"{LAYERS} layers, d_model {D_MODEL}, {HEADS} heads, dff {DFF}, seq "
+        f"{SEQ}, batch {BATCH}; tfnorm vs {reference}; {args.repeats} "
+        f"repetitions x median of {args.rounds} interleaved steps after "
+        f"{args.warmup} warm-up steps"
+    )
+    print(method, flush=True)
     modes = [("graph", False)] + ([("XLA", True)] if args.xla else [])
+    rows, raw = [], []
+    tokens = BATCH * SEQ
     for position in args.positions.split(","):
         for mode, jit_compile in modes:
-            medians = measure(position, jit_compile, args.rounds, args.warmup)
-            tokens = BATCH * SEQ
-            ours, theirs = tokens / medians["tfnorm"], tokens / medians["keras-hub"]
-            print(
+            repetitions = measure(position, jit_compile, reference, args)
+            ratios = [r[reference] / r["tfnorm"] for r in repetitions]
+            ours = statistics.median(tokens / r["tfnorm"] for r in repetitions)
+            theirs = statistics.median(tokens / r[reference] for r in repetitions)
+            rows.append(
                 f"| {position} | {mode} | {ours:,.0f} | {theirs:,.0f} | "
-                f"{ours / theirs:.2f}x |",
-                flush=True,
+                f"{statistics.median(ratios):.2f}x "
+                f"({min(ratios):.2f}-{max(ratios):.2f}) |"
+            )
+            print(rows[-1], flush=True)
+            raw.append({"position": position, "mode": mode, "seconds": repetitions})
+    run.finish()
+    table = "\n".join(
+        [
+            f"| position | mode | tfnorm tokens/s | {reference} tokens/s | "
+            "tfnorm speed-up (min-max) |",
+            "| --- | --- | ---: | ---: | ---: |",
+            *rows,
+        ]
+    )
+    print(f"\n{run.header()}\n{method}\n\n{table}")
+    if args.markdown:
+        with open(args.markdown, "w") as handle:
+            handle.write(f"{run.header()}\n{method}\n\n{table}\n")
+    if args.json:
+        with open(args.json, "w") as handle:
+            json.dump(
+                {"run": run.describe(), "method": method, "results": raw},
+                handle,
+                indent=1,
             )
 
 

@@ -1,17 +1,24 @@
 """Benchmark tfnorm's norms against Keras's built-in layers.
 
 Times forward and forward+backward (gradients w.r.t. x, gamma, beta) in graph
-mode (`tf.function`) and under XLA (`jit_compile=True`), float32 and
-bfloat16 (`mixed_bfloat16` layers), at the shapes of the layers issue. All
-variants of one setting are interleaved in one run (the order rotates each
-round) and the median of `--rounds` calls after warm-up is kept, so the
-ratios survive a noisy shared machine; absolute times do not.
+mode (`tf.function`) and under XLA (`jit_compile=True`), at three activation
+shapes, by default in float32 (`--dtypes float32,bfloat16` adds
+`mixed_bfloat16` layers). Every step is traced and warmed up first; then the
+variants of one setting run interleaved (the order rotates each round) and
+the median of `--rounds` calls per variant is kept. That comparison is
+repeated `--repeats` times (default 3, spread over the run), and each table
+cell gives the median ratio over the repetitions with its spread (min-max):
+the ratio to Keras's built-in LayerNormalization, geometric mean over the
+shapes. A second table gives the same times as multiples of an elementwise
+floor (`x * 2.0`, read once, write once) timed in the same rounds.
 
-Each variant is printed as a ratio to Keras's built-in LayerNormalization and
-as a multiple of an elementwise floor (`x * 2.0`, read once, write once)
-measured in the same rounds.
+Wall clock by default. The run checks the load average first and warns
+loudly when the machine is busy (`--require-idle` refuses instead, exit 2):
+record figures from an idle machine only. The header states versions, clock,
+load before and after, date and the run's duration.
 
-    python bench/norms.py [--rounds 20] [--shapes 32x128x768,...] [--markdown FILE]
+    python bench/norms.py [--rounds 12] [--repeats 3] [--require-idle]
+        [--shapes 32x128x768,...] [--markdown FILE] [--json FILE]
 """
 
 from __future__ import annotations
@@ -30,11 +37,17 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import numpy as np  # noqa: E402
 
 import tfnorm  # noqa: E402
-from tfnorm._keras import FLAVOUR, KERAS_VERSION, keras, tf  # noqa: E402
+from bench.machine import Run  # noqa: E402
+from tfnorm._keras import keras, tf  # noqa: E402
+
+# Each variant is traced once per shape: TensorFlow's retracing warning is
+# expected here.
+tf.get_logger().setLevel("ERROR")
 
 SHAPES = ((32, 128, 768), (8, 512, 1024), (256, 64, 256))
 BASELINE = "keras LayerNormalization"
 FLOOR = "floor x*2"
+CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
 
 
 def make_variants(policy):
@@ -58,10 +71,10 @@ def make_variants(policy):
 def compile_step(layer, x, backward, jit_compile):
     if layer is None:  # the elementwise floor
 
-        def forward(t):
+        def floor(t):
             return t * tf.constant(2.0, t.dtype)
 
-        return tf.function(forward, jit_compile=jit_compile)
+        return tf.function(floor, jit_compile=jit_compile)
     layer.build(x.shape)
     weights = layer.trainable_weights
     dy = tf.ones_like(layer(x))
@@ -80,141 +93,185 @@ def compile_step(layer, x, backward, jit_compile):
     )
 
 
-def measure(shape, dtype, backward, jit_compile, rounds, clock, warmup=3):
+def _sync(result):
+    # Calls on CPU return after the kernels ran; reading one element makes
+    # that explicit without copying the whole result.
+    first = result[0] if isinstance(result, (list, tuple)) else result
+    tf.reshape(first, [-1])[0].numpy()
+
+
+def prepare(shape, dtype, backward, jit_compile, warmup):
+    """name -> traced, warmed-up step, and the input they take."""
     policy = "mixed_bfloat16" if dtype == "bfloat16" else "float32"
     x = tf.constant(np.random.default_rng(0).standard_normal(shape), tf.float32)
     if dtype == "bfloat16":
         x = tf.cast(x, tf.bfloat16)
-    factories = make_variants(policy)
     steps = {
         name: compile_step(make(), x, backward, jit_compile)
-        for name, make in factories.items()
+        for name, make in make_variants(policy).items()
     }
     steps[FLOOR] = compile_step(None, x, False, jit_compile)
-    names = list(steps)
-    for name in names:
+    for step in steps.values():
         for _ in range(warmup):
-            _sync(steps[name](x))
+            _sync(step(x))
+    return steps, x
+
+
+def interleaved_medians(steps, x, rounds, clock):
+    """Median seconds per variant over `rounds` interleaved calls."""
+    names = list(steps)
     times = {name: [] for name in names}
     for r in range(rounds):
-        order = names[r % len(names) :] + names[: r % len(names)]
-        for name in order:
+        shift = r % len(names)
+        for name in names[shift:] + names[:shift]:
             start = clock()
             _sync(steps[name](x))
             times[name].append(clock() - start)
     return {name: statistics.median(values) for name, values in times.items()}
 
 
-def _sync(result):
-    # Eager calls on CPU return after the kernels ran; reading one element
-    # makes that explicit without copying the whole result.
-    first = result[0] if isinstance(result, (list, tuple)) else result
-    tf.reshape(first, [-1])[0].numpy()
+def measure_cell(shapes, dtype, backward, jit_compile, args, clock):
+    """One (dtype, mode, pass) cell: per repetition, per shape, the median
+    seconds of every variant."""
+    prepared = [prepare(s, dtype, backward, jit_compile, args.warmup) for s in shapes]
+    repetitions = []
+    for _ in range(args.repeats):
+        repetitions.append(
+            [interleaved_medians(steps, x, args.rounds, clock) for steps, x in prepared]
+        )
+    return {
+        "dtype": dtype,
+        "mode": "xla" if jit_compile else "graph",
+        "pass": "fwd+bwd" if backward else "fwd",
+        "shapes": [list(s) for s in shapes],
+        "repetitions": repetitions,
+    }
 
 
 def geomean(values):
     return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
+def cell_ratios(cell, name, reference):
+    """Per repetition: geometric mean over shapes of time(name) / time(reference)."""
+    return [
+        geomean([medians[name] / medians[reference] for medians in repetition])
+        for repetition in cell["repetitions"]
+    ]
+
+
+def _spread(ratios, unit="x"):
+    return (
+        f"{statistics.median(ratios):.2f}{unit} ({min(ratios):.2f}-{max(ratios):.2f})"
+    )
+
+
+def summarize(cells, repeats):
+    """Two Markdown tables (ratio to the built-in, multiple of the floor)."""
+    names = [n for n in cells[0]["repetitions"][0][0] if n != FLOOR]
+    head = "| dtype | mode | pass | " + " | ".join(names) + " |"
+    rule = "|---|---|---|" + "---|" * len(names)
+    ratio_rows, floor_rows = [], []
+    for cell in cells:
+        key = f"| {cell['dtype']} | {cell['mode']} | {cell['pass']} | "
+        ratio_rows.append(
+            key
+            + " | ".join(_spread(cell_ratios(cell, n, BASELINE)) for n in names)
+            + " |"
+        )
+        floor_rows.append(
+            key + " | ".join(_spread(cell_ratios(cell, n, FLOOR)) for n in names) + " |"
+        )
+    return "\n".join(
+        [
+            "Time as a multiple of Keras's built-in LayerNormalization (lower is "
+            f"faster): geometric mean over the shapes, median of {repeats} "
+            "repetitions (their min-max in brackets).",
+            "",
+            head,
+            rule,
+            *ratio_rows,
+            "",
+            "The same times as multiples of the elementwise floor `x * 2.0` "
+            "(read once, write once).",
+            "",
+            head,
+            rule,
+            *floor_rows,
+        ]
+    )
+
+
+def _cell_line(cell):
+    names = [n for n in cell["repetitions"][0][0] if n not in (FLOOR, BASELINE)]
+    parts = [f"{n} {_spread(cell_ratios(cell, n, BASELINE))}" for n in names]
+    return f"{cell['dtype']} {cell['mode']} {cell['pass']}: " + "; ".join(parts)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--rounds", type=int, default=12)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument(
         "--shapes",
         default=",".join("x".join(map(str, s)) for s in SHAPES),
         help="comma-separated shapes like 32x128x768",
     )
-    parser.add_argument("--dtypes", default="float32,bfloat16")
+    parser.add_argument("--dtypes", default="float32")
     parser.add_argument(
         "--clock",
-        choices=("wall", "cpu"),
+        choices=sorted(CLOCKS),
         default="wall",
-        help="wall time, or this process's CPU time (steadier when other work "
-        "shares the machine)",
+        help="wall time (the default, and what to record), or this process's "
+        "CPU time (it counts every core a kernel uses: multi-threaded kernels "
+        "look slower than they are)",
+    )
+    parser.add_argument(
+        "--require-idle",
+        action="store_true",
+        help="exit with status 2 instead of warning when the machine is busy",
     )
     parser.add_argument("--markdown", help="also write the tables to this file")
-    parser.add_argument("--json", help="also write raw medians to this file")
+    parser.add_argument("--json", help="also write the raw medians to this file")
     args = parser.parse_args(argv)
+    if args.repeats < 1 or args.rounds < 1:
+        parser.error("--repeats and --rounds must be at least 1")
     shapes = [tuple(int(d) for d in s.split("x")) for s in args.shapes.split(",")]
-    clock = time.process_time if args.clock == "cpu" else time.perf_counter
-    header = (
-        f"TensorFlow {tf.__version__}, Keras {KERAS_VERSION} ({FLAVOUR}), "
-        f"{os.cpu_count()} CPUs, {args.clock} clock, median of {args.rounds} "
-        "interleaved calls"
+    run = Run(args.clock, args.require_idle)
+    print(run.header(), flush=True)
+    print(
+        f"{args.repeats} repetitions x median of {args.rounds} interleaved calls, "
+        f"after {args.warmup} warm-up calls; shapes {args.shapes}",
+        flush=True,
     )
-    print(header, flush=True)
-    raw = []
+    cells = []
     for dtype in args.dtypes.split(","):
         for jit_compile in (False, True):
             for backward in (False, True):
-                for shape in shapes:
-                    medians = measure(
-                        shape, dtype, backward, jit_compile, args.rounds, clock
+                cells.append(
+                    measure_cell(
+                        shapes, dtype, backward, jit_compile, args, CLOCKS[args.clock]
                     )
-                    raw.append(
-                        {
-                            "dtype": dtype,
-                            "mode": "xla" if jit_compile else "graph",
-                            "pass": "fwd+bwd" if backward else "fwd",
-                            "shape": list(shape),
-                            "seconds": medians,
-                        }
-                    )
-                    print(_row(raw[-1]), flush=True)
-    tables = summarize(raw)
-    print("\n" + tables)
+                )
+                print(_cell_line(cells[-1]), flush=True)
+    run.finish()
+    method = (
+        f"{args.repeats} repetitions x median of {args.rounds} interleaved calls; "
+        f"shapes {args.shapes}"
+    )
+    tables = summarize(cells, args.repeats)
+    print(f"\n{run.header()}\n{method}\n\n{tables}")
     if args.markdown:
         with open(args.markdown, "w") as handle:
-            handle.write(f"{header}\n\n{tables}\n")
+            handle.write(f"{run.header()}\n{method}\n\n{tables}\n")
     if args.json:
         with open(args.json, "w") as handle:
-            json.dump({"header": header, "results": raw}, handle, indent=1)
-
-
-def _row(entry):
-    base = entry["seconds"][BASELINE]
-    floor = entry["seconds"][FLOOR]
-    nbytes = math.prod(entry["shape"]) * (2 if entry["dtype"] == "bfloat16" else 4)
-    parts = [
-        f"{name}: {t / base:.2f}x builtin, {t / floor:.1f}x floor, "
-        f"{2 * nbytes / t / 1e9:.1f} GB/s"
-        for name, t in entry["seconds"].items()
-        if name != FLOOR
-    ]
-    shape = "x".join(map(str, entry["shape"]))
-    return f"{entry['dtype']} {entry['mode']} {entry['pass']} {shape}: " + "; ".join(
-        parts
-    )
-
-
-def summarize(raw):
-    """Markdown tables: geometric means over shapes of ratio-to-builtin and
-    multiple-of-floor, per dtype, mode and pass."""
-    names = [n for n in raw[0]["seconds"] if n != FLOOR]
-    lines = [
-        "| dtype | mode | pass | " + " | ".join(names) + " |",
-        "|---|---|---|" + "---|" * len(names),
-    ]
-    keys = []
-    for entry in raw:
-        key = (entry["dtype"], entry["mode"], entry["pass"])
-        if key not in keys:
-            keys.append(key)
-    for key in keys:
-        group = [e for e in raw if (e["dtype"], e["mode"], e["pass"]) == key]
-        cells = []
-        for name in names:
-            ratio = geomean(
-                [e["seconds"][name] / e["seconds"][BASELINE] for e in group]
+            json.dump(
+                {"run": run.describe(), "method": method, "cells": cells},
+                handle,
+                indent=1,
             )
-            floor = geomean([e["seconds"][name] / e["seconds"][FLOOR] for e in group])
-            cells.append(f"{ratio:.2f}x ({floor:.1f}x floor)")
-        lines.append(f"| {key[0]} | {key[1]} | {key[2]} | " + " | ".join(cells) + " |")
-    return (
-        "Geometric mean over shapes; time as a multiple of Keras's built-in "
-        "LayerNormalization (lower is faster), in brackets as a multiple of "
-        "the elementwise floor `x * 2.0`.\n\n" + "\n".join(lines)
-    )
 
 
 if __name__ == "__main__":

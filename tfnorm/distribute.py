@@ -25,8 +25,9 @@ import os
 
 from tfnorm._checks import is_int
 from tfnorm._keras import tf
+from tfnorm.choices import STRATEGIES
 
-KINDS = ("auto", "default", "one_device", "mirrored", "multi_worker")
+KINDS = STRATEGIES
 # Jobs whose tasks take part in MultiWorkerMirroredStrategy's all-reduce.
 _TRAINING_JOBS = ("chief", "worker")
 

@@ -182,9 +182,7 @@ def test_healthy_nested_model_reports_nothing():
 
 
 def test_bad_on_problem_lists_the_choices():
-    with pytest.raises(
-        ValueError, match=r"\('warn', 'stop', 'raise'\).*on_problem='halt'"
-    ):
+    with pytest.raises(ValueError, match=r"'warn', 'stop', 'raise'.*on_problem='halt'"):
         NormHealthMonitor(on_problem="halt")
 
 

@@ -6,6 +6,7 @@ train ...` would run over SSH, and signal it once a checkpoint exists.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -19,6 +20,8 @@ import pytest
 
 from tests.conftest import REPO
 from tfnorm.cli.main import build_parser, main
+from tfnorm.training.config import TrainConfig, flag_name
+from tfnorm.training.settings import setting_of
 
 ISSUE_FLAGS = (
     "--config",
@@ -99,11 +102,67 @@ def test_help_documents_every_flag_and_the_exit_statuses():
         ("--clipnorm", "-2"),
     ],
 )
-def test_bad_flag_values_name_the_flag(capsys, flag, value):
+def test_bad_flag_values_name_the_flag_and_value(capsys, flag, value):
+    assert main(["train", "--task", "sorted", flag, value]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith(f"tfnorm train: error: {flag} (config key ")
+    assert value in error and error.count("\n") == 1
+
+
+def test_usage_errors_are_one_line_too(capsys):
     with pytest.raises(SystemExit) as info:
-        main(["train", flag, value])
+        main(["train", "--no-such-flag"])
     assert info.value.code == 2
-    assert f"argument {flag}" in capsys.readouterr().err
+    error = capsys.readouterr().err
+    assert "unrecognized arguments: --no-such-flag" in error
+    assert error.count("\n") == 1
+
+
+def test_a_flag_and_a_config_value_are_read_the_same_way(tmp_path, capsys):
+    # YAML 1.1 reads 1e-3 as a string; the flag's string takes the same path.
+    path = tmp_path / "run.yaml"
+    path.write_text("task: sorted\nlearning_rate: 1e-3\nclipnorm: off\n")
+    from_file = print_config(["--config", str(path)], capsys)
+    from_flags = print_config(
+        ["--task", "sorted", "--learning-rate", "1e-3", "--clipnorm", "off"], capsys
+    )
+    assert from_file == from_flags
+    assert from_file["learning_rate"] == 0.001 and from_file["clipnorm"] is None
+
+
+def test_help_is_generated_from_the_config_declarations():
+    text = train_help()
+    for field in dataclasses.fields(TrainConfig):
+        setting = setting_of(field)
+        flag = setting.flags[0] if setting.flags else flag_name(field.name)
+        assert re.search(rf"^\s+{flag}\b", text, re.MULTILINE), flag
+    assert "{sorted,duplicate,majority}" in text
+    assert "--dropout-rate DROPOUT_RATE, --dropout DROPOUT_RATE" in text
+
+
+HELP_PROBE = """
+import atexit, sys
+atexit.register(lambda: print("tensorflow imported:", "tensorflow" in sys.modules))
+from tfnorm.cli.main import main
+sys.exit(main())
+"""
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["train", "--help"], ["compare", "-h"]])
+def test_help_answers_without_importing_tensorflow(tmp_path, argv):
+    # The console script is a file named `tfnorm` that imports tfnorm.cli.main.
+    script = tmp_path / "tfnorm"
+    script.write_text(HELP_PROBE)
+    result = subprocess.run(
+        [sys.executable, str(script), *argv],
+        capture_output=True,
+        text=True,
+        env=environment(),
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "usage: tfnorm" in result.stdout
+    assert "tensorflow imported: False" in result.stdout
 
 
 def print_config(argv, capsys):

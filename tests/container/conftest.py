@@ -14,7 +14,7 @@ import os
 
 import pytest
 
-from tests.container.harness import PHASES
+from tests.container.harness import PHASES, build_standins_ahead, stop_builds_ahead
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 _checks = []
@@ -50,10 +50,19 @@ def pytest_terminal_summary(terminalreporter):
 
 
 @pytest.fixture(scope="session")
-def engine():
+def engine(request):
     if os.geteuid() != 0 or not os.environ.get("DOCKER_HOST"):
         pytest.fail(
             "run through `make test-container` (as root): it starts the private "
             "Podman engine these tests drive"
         )
-    return os.environ["DOCKER_HOST"]
+    # Each test module names its stand-in (STANDIN); all but the first
+    # module's are built in the background from the start.
+    standins = []
+    for item in request.session.items:
+        standin = getattr(item.module, "STANDIN", None)
+        if standin and standin not in standins:
+            standins.append(standin)
+    build_standins_ahead(standins[1:])
+    yield os.environ["DOCKER_HOST"]
+    stop_builds_ahead()

@@ -27,7 +27,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # This sandbox's limits (no CAP_SYS_RESOURCE: no rlimit above the host's), not
 # a property of users' machines; see ../shared/CONTAINER.md.
 SANDBOX_OVERRIDE = os.path.join(HERE, "compose.sandbox.yml")
-STANDIN = "localhost/tfnorm-test/tensorflow:{}"
+STANDIN_IMAGE = "localhost/tfnorm-test/tensorflow:{}"
 CLONE_UID = 1000  # the image's TFNORM_UID default
 
 
@@ -44,19 +44,44 @@ def phase(name):
         PHASES.append((name, time.monotonic() - start))
 
 
+BUILD_STANDINS = os.path.join(REPO, "tools", "container", "build-standins.sh")
+_builds_ahead = {}  # stand-in name -> its build started in the background
+
+
+def build_standins_ahead(names):
+    """Starts building stand-ins while other checks run: a first run downloads
+    several hundred MB per base, which then overlaps the CPU-bound checks of
+    the other base instead of adding to them."""
+    for name in names:
+        _builds_ahead[name] = subprocess.Popen([BUILD_STANDINS, name])
+
+
+def stop_builds_ahead():
+    for process in _builds_ahead.values():
+        process.terminate()
+        process.wait()
+    _builds_ahead.clear()
+
+
+def _build_standin(name):
+    process = _builds_ahead.pop(name, None)
+    if process is None:
+        subprocess.run([BUILD_STANDINS, name], check=True)
+    elif process.wait() != 0:
+        raise subprocess.CalledProcessError(process.returncode, process.args)
+
+
 @contextlib.contextmanager
 def started_project(root, standin, tag, name, down="down --volumes --timeout 20"):
     """A clone set up with the README's quick start on the stand-in base
     `tag` (tools/container/build-standins.sh `standin`); `down` at the end."""
+    # With a build started ahead, this phase is the wait for it.
     with phase(f"stand-in base {tag}"):
-        subprocess.run(
-            [os.path.join(REPO, "tools", "container", "build-standins.sh"), standin],
-            check=True,
-        )
+        _build_standin(standin)
     project = Project(
         root,
         name=name,
-        base_image=STANDIN.format(tag),
+        base_image=STANDIN_IMAGE.format(tag),
         image=f"localhost/tfnorm-test/lab:{standin}",
     )
     # `docker compose up` builds only a missing image: remove the one an

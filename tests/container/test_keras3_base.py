@@ -14,11 +14,13 @@ import pytest
 
 from tests.container.harness import Kernel, started_project
 
+STANDIN = "tf216"  # tools/container/build-standins.sh
+
 
 @pytest.fixture(scope="module")
 def project(engine, tmp_path_factory):
     root = str(tmp_path_factory.mktemp("tf216"))
-    with started_project(root, "tf216", "2.16.1-gpu-jupyter", "tfnormct216") as running:
+    with started_project(root, STANDIN, "2.16.1-gpu-jupyter", "tfnormct216") as running:
         yield running
 
 

@@ -114,11 +114,84 @@ def test_missing_file_is_an_error(tmp_path):
 def test_validation_label_unknown_to_training_is_an_error(tmp_path):
     train = write(tmp_path, "train.csv", "text,label\na,0\nb,1\n")
     val = write(tmp_path, "val.csv", "text,label\na,0\nc,5\n")
-    with pytest.raises(DataError, match=r"val\.csv: label 5 never occurs"):
+    with pytest.raises(
+        DataError,
+        match=r"val\.csv, line 3: label 5 is not a class of the training file",
+    ):
         load_text_data(train, val, max_len=4)
 
 
 # ------------------------------------------------------------ vectorising
+
+
+def test_utf8_byte_order_mark_is_accepted(tmp_path):
+    # Excel's "CSV UTF-8" starts with a BOM; the header must still be found.
+    path = tmp_path / "train.csv"
+    path.write_bytes("\ufefftext,label\nhello,1\n".encode())
+    assert read_examples(str(path)) == (["hello"], [1])
+    jsonl = tmp_path / "train.jsonl"
+    jsonl.write_bytes('\ufeff{"text": "x", "label": 0}\n'.encode())
+    assert read_examples(str(jsonl)) == (["x"], [0])
+
+
+@pytest.mark.parametrize("name", ["train.csv", "train.jsonl"])
+def test_bad_utf8_is_reported_by_line(tmp_path, name):
+    path = tmp_path / name
+    lines = (
+        [b"text,label", b"fine,0", b"caf\xe9,1"]
+        if name.endswith(".csv")
+        else [b'{"text": "fine", "label": 0}', b'{"text": "caf\xe9", "label": 1}']
+    )
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    with pytest.raises(DataError, match=rf"{name}, line {len(lines)}: not UTF-8"):
+        read_examples(str(path))
+
+
+def test_all_empty_texts_are_an_error(tmp_path):
+    path = write(tmp_path, "train.csv", 'text,label\n"",0\n"  ",1\n')
+    with pytest.raises(DataError, match=r"train\.csv: every text is empty"):
+        read_examples(path)
+
+
+def test_texts_without_words_are_an_error(tmp_path):
+    path = write(tmp_path, "train.csv", "text,label\n!!,0\n?,1\n")
+    with pytest.raises(DataError, match=r"train\.csv: the texts hold no words"):
+        load_text_data(path, max_len=4)
+
+
+def test_classes_are_inferred_from_the_largest_label():
+    assert data_lib.count_classes([0, 1, 4], "f.csv") == 5
+    assert data_lib.count_classes([0, 0], "f.csv") == 2
+
+
+@pytest.mark.parametrize("labels", [[1000000, 0], [0, 2**31], [0, 1, 40]])
+def test_a_head_mostly_of_unseen_classes_is_refused(labels):
+    lines = [10 + index for index in range(len(labels))]
+    line = lines[labels.index(max(labels))]
+    with pytest.raises(
+        DataError, match=rf"line {line}: the largest label .*Renumber them"
+    ):
+        data_lib.count_classes(labels, "f.csv", lines=lines)
+
+
+def test_a_few_unseen_classes_are_allowed():
+    assert data_lib.count_classes([0, 1, 29], "f.csv") == 30
+
+
+def test_given_num_classes_bounds_the_labels():
+    assert data_lib.count_classes([0, 1], "f.csv", num_classes=5) == 5
+    with pytest.raises(
+        DataError, match=r"f\.csv, line 4: label 7 is not below num_classes .* 5"
+    ):
+        data_lib.count_classes([0, 1, 7], "f.csv", num_classes=5, lines=[2, 3, 4])
+
+
+def test_load_text_data_uses_the_given_num_classes(tmp_path):
+    path = write(tmp_path, "train.csv", "text,label\na b,0\nc d,1\n")
+    train, _, _ = load_text_data(path, max_len=4, num_classes=4)
+    assert train.num_classes == 4
+    with pytest.raises(DataError, match=r"label 1 is not below num_classes"):
+        load_text_data(path, max_len=4, num_classes=1)
 
 
 def test_vectorised_ids_are_padded_and_stable_with_a_saved_vocabulary(tmp_path):

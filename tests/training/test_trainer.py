@@ -177,7 +177,7 @@ def test_exported_model_reloads_in_a_fresh_process(finished_run, tmp_path):
     # Same weights as the final checkpoint, rebuilt here from the config.
     import tfnorm
 
-    cfg = TrainConfig.from_dict(config).validate()
+    cfg = TrainConfig.from_dict(config).resolve()
     model = tfnorm.build_classifier(
         summary["data"]["vocab_size"],
         cfg.max_len,

@@ -13,18 +13,13 @@ import os
 
 import numpy as np
 
-from tfnorm._checks import is_int
+from tfnorm._checks import check_positive_int
 from tfnorm._keras import accept_tensor_logs, keras, tf
 
 
 def validate_every_n_steps(every_n_steps):
     """`every_n_steps` as an int, or raises unless it is a positive int."""
-    if not is_int(every_n_steps) or every_n_steps < 1:
-        raise ValueError(
-            "`every_n_steps` must be a positive int. "
-            f"Received: every_n_steps={every_n_steps!r}"
-        )
-    return int(every_n_steps)
+    return check_positive_int("every_n_steps", every_n_steps)
 
 
 def validate_log_dir(log_dir):

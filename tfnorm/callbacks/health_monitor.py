@@ -8,7 +8,7 @@ import warnings
 
 import numpy as np
 
-from tfnorm._checks import is_real
+from tfnorm._checks import check_choice, check_number
 from tfnorm.callbacks.base import PeriodicCallback
 from tfnorm.callbacks.layers import find_norm_layers
 from tfnorm.callbacks.probe import NormProbe, as_batches, check_probe_data
@@ -97,16 +97,8 @@ class NormHealthMonitor(PeriodicCallback):
         self, data=None, on_problem="warn", variance_floor=1.0, every_n_steps=100
     ):
         super().__init__(every_n_steps)
-        if on_problem not in ON_PROBLEM_CHOICES:
-            raise ValueError(
-                f"`on_problem` must be one of {ON_PROBLEM_CHOICES}. "
-                f"Received: on_problem={on_problem!r}"
-            )
-        if not is_real(variance_floor) or variance_floor < 0:
-            raise ValueError(
-                "`variance_floor` must be a finite number >= 0. "
-                f"Received: variance_floor={variance_floor!r}"
-            )
+        check_choice("on_problem", on_problem, ON_PROBLEM_CHOICES)
+        check_number("variance_floor", variance_floor, minimum=0.0)
         self.on_problem = on_problem
         self.variance_floor = float(variance_floor)
         self.batches = None if data is None else as_batches(data)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import warnings
 
-from tfnorm._checks import is_int
+from tfnorm._checks import check_positive_int
 from tfnorm.callbacks.base import SummaryCallback
 from tfnorm.callbacks.layers import check_layer_selection, select_layers
 from tfnorm.callbacks.probe import (
@@ -96,17 +96,11 @@ class NormHistogramCallback(SummaryCallback):
                 f"`record` must be a non-empty subset of {RECORDABLE}. "
                 f"Received: record={record!r}"
             )
-        if max_values is not None and (not is_int(max_values) or max_values < 1):
-            raise ValueError(
-                "`max_values` must be a positive int or None. "
-                f"Received: max_values={max_values!r}"
-            )
-        if not is_int(buckets) or buckets < 1:
-            raise ValueError(
-                f"`buckets` must be a positive int. Received: buckets={buckets!r}"
-            )
+        if max_values is not None:
+            check_positive_int("max_values", max_values)
+        buckets = check_positive_int("buckets", buckets)
         check_layer_selection(layers)
-        super().__init__(log_dir, every_n_steps, buckets=int(buckets))
+        super().__init__(log_dir, every_n_steps, buckets=buckets)
         self.batches = as_batches(data)
         self.layers = layers
         self.record = record

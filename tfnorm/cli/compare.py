@@ -61,9 +61,7 @@ def add_parser(subparsers):
 
 
 def _with_default(flag, text):
-    # Importing any tfnorm module imports TensorFlow already (tfnorm/__init__),
-    # so --help reads the library's own defaults.
-    from tfnorm.experiments.warmup import DEFAULTS
+    from tfnorm.experiments.warmup_settings import DEFAULTS
 
     value = DEFAULTS[flag[2:].replace("-", "_")]
     if isinstance(value, tuple):
@@ -73,7 +71,7 @@ def _with_default(flag, text):
 
 def _options(args):
     """The library options the user set on the command line (None = unset)."""
-    from tfnorm.experiments.warmup import DEFAULTS
+    from tfnorm.experiments.warmup_settings import DEFAULTS
 
     return {
         name: getattr(args, name)

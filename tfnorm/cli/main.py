@@ -1,8 +1,11 @@
 """`tfnorm` entry point: dispatches to one module per subcommand.
 
 Each subcommand module defines `add_parser(subparsers)` (registering its
-arguments and `func`) and is listed in `SUBCOMMANDS`. TensorFlow is imported
-by the subcommands, not here, so `tfnorm --help` is instant.
+arguments and `func`) and is listed in `SUBCOMMANDS`. Building the parser
+imports no TensorFlow (the subcommands import it when they run), so
+`tfnorm --help` and `tfnorm train --help` answer at once; see
+`tfnorm/__init__.py` for how the `tfnorm` command keeps the package import
+light.
 """
 
 from __future__ import annotations
@@ -14,8 +17,15 @@ import sys
 SUBCOMMANDS = ("tfnorm.cli.info", "tfnorm.cli.train", "tfnorm.cli.compare")
 
 
+class _Parser(argparse.ArgumentParser):
+    """Reports a usage error on one stderr line, like the settings' own errors."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser():
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="tfnorm",
         description="Normalisation layers for Transformers in TensorFlow/Keras.",
     )

@@ -35,6 +35,7 @@ import numpy as np
 from tfnorm import _keras
 from tfnorm._checks import is_int
 from tfnorm._keras import keras, tf
+from tfnorm.choices import NORM_POSITIONS
 from tfnorm.experiments.gradients import layer_gradient_norms, token_cross_entropy
 from tfnorm.experiments.warmup_report import (
     EARLY_STEPS,
@@ -43,29 +44,10 @@ from tfnorm.experiments.warmup_report import (
     plot,
     summarise,
 )
-from tfnorm.models.encoder_block import NORM_POSITIONS
+from tfnorm.experiments.warmup_settings import DEFAULTS
 from tfnorm.training.loop import Action, run_loop
 from tfnorm.training.optimizers import make_optimizer
 from tfnorm.training.schedules import WarmupSchedule
-
-DEFAULTS = {
-    "num_layers": 6,
-    "d_model": 32,
-    "num_heads": 4,
-    "dff": 128,
-    "vocab_size": 10,
-    "seq_len": 12,
-    "batch_size": 32,
-    "steps": 300,
-    "learning_rate": 1e-2,
-    "warmup_steps": 300,
-    "seeds": (0, 1, 2),
-    "norm": "layer",
-    "epsilon": 1e-5,
-    "eval_size": 512,
-    "eval_every": 10,
-    "jit_compile": True,
-}
 
 POSITIONS = ("post", "pre")
 

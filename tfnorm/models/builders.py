@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
+from tfnorm._checks import check_positive_int, check_rate
 from tfnorm._keras import keras
 from tfnorm.layers.factory import norm_from_spec
-from tfnorm.models.encoder_block import (
-    TransformerEncoderBlock,
-    _validate_positive_int,
-    _validate_rate,
-    validate_norm_position,
-)
+from tfnorm.models.encoder_block import TransformerEncoderBlock, validate_norm_position
 from tfnorm.models.encoder_model import EncoderModel
 from tfnorm.models.text_layers import (
     PaddingMask,
@@ -180,7 +176,7 @@ def build_encoder(
         A `tfnorm.models.EncoderModel` (a functional `keras.Model`; a plain
         one with `with_padding_mask=False`).
     """
-    num_layers = _validate_positive_int("num_layers", num_layers)
+    num_layers = check_positive_int("num_layers", num_layers)
     norm_position = validate_norm_position(norm_position)
     if "num_layers_total" in block_options:
         raise ValueError(
@@ -283,11 +279,11 @@ def build_classifier(
         A `keras.Model` from int token ids `(batch, max_len)` to logits
         `(batch, num_classes)`.
     """
-    vocab_size = _validate_positive_int("vocab_size", vocab_size)
-    max_len = _validate_positive_int("max_len", max_len)
-    num_classes = _validate_positive_int("num_classes", num_classes)
+    vocab_size = check_positive_int("vocab_size", vocab_size)
+    max_len = check_positive_int("max_len", max_len)
+    num_classes = check_positive_int("num_classes", num_classes)
     pooling = validate_pooling(pooling)
-    dropout_rate = _validate_rate("dropout_rate", dropout_rate)
+    dropout_rate = check_rate("dropout_rate", dropout_rate)
 
     encoder = build_encoder(
         num_layers,

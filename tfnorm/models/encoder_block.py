@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from tfnorm._checks import is_int, is_real
+from tfnorm._checks import (
+    check_choice,
+    check_heads,
+    check_positive_int,
+    check_rate,
+    is_int,
+)
 from tfnorm._keras import (
     Layer,
     attention_projections,
@@ -15,37 +21,16 @@ from tfnorm._keras import (
     tf,
     without_keras_mask,
 )
+from tfnorm.choices import NORM_POSITIONS
 from tfnorm.layers.factory import norm_from_spec
 from tfnorm.models.matrix_initializer import MatrixInitializer
-
-NORM_POSITIONS = ("post", "pre", "sandwich", "deepnorm")
-
-
-def _validate_positive_int(name, value):
-    if not is_int(value) or value <= 0:
-        raise ValueError(
-            f"`{name}` must be a positive integer. Received: {name}={value!r}"
-        )
-    return int(value)
-
-
-def _validate_rate(name, value):
-    if not is_real(value) or not 0.0 <= value < 1.0:
-        raise ValueError(
-            f"`{name}` must be a number in [0, 1). Received: {name}={value!r}"
-        )
-    return float(value)
 
 
 def validate_norm_position(norm_position):
     """Returns `norm_position` lower-cased, or raises naming the four choices."""
-    position = norm_position.lower() if isinstance(norm_position, str) else None
-    if position not in NORM_POSITIONS:
-        raise ValueError(
-            f"`norm_position` must be one of {', '.join(map(repr, NORM_POSITIONS))}. "
-            f"Received: norm_position={norm_position!r}"
-        )
-    return position
+    if isinstance(norm_position, str) and norm_position.lower() in NORM_POSITIONS:
+        return norm_position.lower()
+    return check_choice("norm_position", norm_position, NORM_POSITIONS)
 
 
 def deepnorm_alpha(num_layers_total):
@@ -202,23 +187,18 @@ class TransformerEncoderBlock(Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        self.d_model = _validate_positive_int("d_model", d_model)
-        self.num_heads = _validate_positive_int("num_heads", num_heads)
-        self.dff = _validate_positive_int("dff", dff)
-        if d_model % num_heads:
-            raise ValueError(
-                "`d_model` must be divisible by `num_heads` (each head gets "
-                f"d_model // num_heads features). Received: d_model={d_model}, "
-                f"num_heads={num_heads}"
-            )
-        self.dropout_rate = _validate_rate("dropout_rate", dropout_rate)
+        self.d_model = check_positive_int("d_model", d_model)
+        self.num_heads = check_positive_int("num_heads", num_heads)
+        self.dff = check_positive_int("dff", dff)
+        check_heads(self.d_model, self.num_heads)
+        self.dropout_rate = check_rate("dropout_rate", dropout_rate)
         self.attention_dropout = (
             None
             if attention_dropout is None
-            else _validate_rate("attention_dropout", attention_dropout)
+            else check_rate("attention_dropout", attention_dropout)
         )
         self.ffn_dropout = (
-            None if ffn_dropout is None else _validate_rate("ffn_dropout", ffn_dropout)
+            None if ffn_dropout is None else check_rate("ffn_dropout", ffn_dropout)
         )
         self.norm = _serializable_norm_spec(norm, epsilon)
         self.norm_position = validate_norm_position(norm_position)
@@ -226,9 +206,7 @@ class TransformerEncoderBlock(Layer):
         self.activation = keras.activations.get(activation)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         if num_layers_total is not None:
-            num_layers_total = _validate_positive_int(
-                "num_layers_total", num_layers_total
-            )
+            num_layers_total = check_positive_int("num_layers_total", num_layers_total)
         if self.norm_position == "deepnorm" and num_layers_total is None:
             raise ValueError(
                 "norm_position='deepnorm' needs the encoder's total depth for "

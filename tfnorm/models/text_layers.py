@@ -7,9 +7,9 @@ only `import tfnorm`.
 
 from __future__ import annotations
 
+from tfnorm._checks import check_choice
 from tfnorm._keras import Layer, build_sublayer, keras, register_serializable, tf
-
-POOLINGS = ("mean", "cls")
+from tfnorm.choices import POOLINGS
 
 
 @register_serializable
@@ -169,9 +169,4 @@ class SequencePooling(Layer):
 
 
 def validate_pooling(pooling):
-    if pooling not in POOLINGS:
-        raise ValueError(
-            f"`pooling` must be one of {', '.join(map(repr, POOLINGS))}. "
-            f"Received: pooling={pooling!r}"
-        )
-    return pooling
+    return check_choice("pooling", pooling, POOLINGS)

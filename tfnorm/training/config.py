@@ -1,9 +1,14 @@
-"""`TrainConfig`: every setting of a `tfnorm train` run, validated in one place.
+"""`TrainConfig`: every setting of a `tfnorm train` run, declared once.
 
-The CLI, config files (YAML or JSON) and notebooks all end up here, so a bad
-value gets the same error whichever way it came in. Field names are the
-config-file keys; the matching flag is the name with `-` for `_`
-(`learning_rate` is `--learning-rate`).
+Each field carries its own declaration (a `tfnorm.training.settings.Setting`:
+help, group, how a value is read and checked). The command line's parser is
+generated from them (`tfnorm.cli.train`), and values from flags, config files
+(YAML or JSON) and notebooks all go through the same `Setting.parse` in
+`resolve()`. Field names are the config-file keys; the flag is the name with
+`-` for `_` (`learning_rate` is `--learning-rate`).
+
+This module must not import TensorFlow at import time: `tfnorm train
+--help` is built from it.
 """
 
 from __future__ import annotations
@@ -12,18 +17,28 @@ import dataclasses
 import json
 import os
 
-from tfnorm._checks import is_int, is_real
-from tfnorm.distribute import KINDS as STRATEGIES
-from tfnorm.models.encoder_block import NORM_POSITIONS
-from tfnorm.models.text_layers import POOLINGS
-from tfnorm.training.data import SYNTHETIC_TASKS
-from tfnorm.training.optimizers import OPTIMIZERS
-from tfnorm.training.precision import MODES
-from tfnorm.training.schedules import DECAYS
-
-# The choices each setting accepts, from the modules that implement them (the
-# CLI's --help lists these). The config always names a precision mode.
-MIXED_PRECISION_MODES = tuple(mode for mode in MODES if mode is not None)
+from tfnorm._checks import MAX_SEED, check_heads, precision_mode
+from tfnorm.choices import (
+    DECAYS,
+    NORM_POSITIONS,
+    OPTIMIZERS,
+    POOLINGS,
+    PRECISION_MODES,
+    STRATEGIES,
+    SYNTHETIC_TASKS,
+)
+from tfnorm.training.settings import (
+    ConfigError,
+    boolean,
+    choice,
+    creatable,
+    existing_file,
+    integer,
+    name_list,
+    number,
+    setting,
+    setting_of,
+)
 
 # Settings that fix the shapes of the checkpointed variables or the meaning of
 # the saved data position: a resumed run must agree with its checkpoint on all.
@@ -47,69 +62,192 @@ RESUME_KEYS = (
     "seed",
 )
 
+# The shortest sequence: the synthetic tasks compare two tokens, and a text
+# model seeing one token could learn no relation between words.
+MIN_MAX_LEN = 2
+# The synthetic tasks' smallest default vocabulary (`make_synthetic`), and
+# the vocabulary limit of data files.
+_SYNTHETIC_VOCAB = 16
+_FILE_VOCAB = 20000
+# The largest model and step `resolve` lets through: weights, or one layer's
+# attention scores or feed-forward activations for a batch, past 2**31 values
+# (8 GiB in float32) exceed TensorFlow's int32 tensor sizes and most
+# machines' memory; such sizes are typos (an extra zero), caught before
+# anything is created.
+MAX_VALUES = 2**31 - 1
+# Synthetic examples are generated in memory, in Python.
+MAX_SYNTHETIC_EXAMPLES = 2**24
 
-class ConfigError(ValueError):
-    """A setting has a bad value; `key` is the config key it belongs to."""
+DATA = "data (give --task or --data)"
+MODEL = "model"
+OPTIMISATION = "optimisation"
+RUNTIME = "runtime"
+OUTPUTS = "outputs"
+POSITIVE = integer(1)
+NON_NEGATIVE = integer(0)
 
-    def __init__(self, key, message):
-        super().__init__(message)
-        self.key = key
+
+def _norm(key, value):
+    # The form only: `resolve` asks `get_norm` (importing the layers).
+    if not isinstance(value, (str, dict)) or not value:
+        raise ValueError(
+            f"`{key}` must be a norm name (layer, rms, scale) or a layer config "
+            f"dict. Received: {key}={value!r}"
+        )
+    return value
+
+
+def _precision(key, value):
+    return precision_mode(value, name=key)
 
 
 @dataclasses.dataclass
 class TrainConfig:
     """Settings of one training run (see `tfnorm train --help` for each).
 
-    Build one from keywords or a dict (`TrainConfig.from_dict`); `validate()`
-    checks every value and fills the derived defaults.
+    Build one from keywords or a dict (`TrainConfig.from_dict`); `resolve()`
+    returns a copy with every value checked and the derived defaults filled
+    in (`dff`, `checkpoint_dir`, `num_classes` of the synthetic tasks).
     """
 
     # Data: a synthetic task or files.
-    task: str | None = None
-    data: str | None = None
-    val_data: str | None = None
-    num_examples: int = 2048
-    vocab_size: int | None = None
-    num_classes: int = 3
-    max_len: int = 16
+    task: str | None = setting(
+        None,
+        DATA,
+        "synthetic task: sorted (is the sequence sorted), duplicate (does a "
+        "token occur twice), majority (most frequent token class)",
+        choice(SYNTHETIC_TASKS),
+        optional=True,
+    )
+    data: str | None = setting(
+        None, DATA, "training file (CSV, TSV or JSONL)", existing_file,
+        optional=True, metavar="PATH",
+    )  # fmt: skip
+    val_data: str | None = setting(
+        None, DATA, "validation file (same formats as --data)", existing_file,
+        optional=True, metavar="PATH",
+    )  # fmt: skip
+    num_examples: int = setting(
+        2048, DATA, "synthetic training examples",
+        integer(1, MAX_SYNTHETIC_EXAMPLES),
+    )  # fmt: skip
+    vocab_size: int | None = setting(
+        None, DATA, "synthetic: token ids; files: vocabulary limit (counting "
+        "padding and the unknown token, so at least 3)", integer(3),
+        optional=True, default_text="max(16, 2*max_len+1) for tasks, 20000 for files",
+    )  # fmt: skip
+    num_classes: int | None = setting(
+        None, DATA, "classes of --task majority, or of a data file, whose labels "
+        "must then be 0..num_classes-1", integer(2),
+        optional=True, default_text="3; files: max label + 1, see README",
+    )  # fmt: skip
+    max_len: int = setting(16, DATA, "tokens per example", integer(MIN_MAX_LEN, 2**20))
     # Model.
-    num_layers: int = 2
-    d_model: int = 64
-    num_heads: int = 4
-    dff: int | None = None
-    norm: str = "layer"
-    norm_position: str = "pre"
-    pooling: str = "mean"
-    dropout_rate: float = 0.1
-    epsilon: float | None = None
+    num_layers: int = setting(2, MODEL, "encoder blocks", POSITIVE)
+    d_model: int = setting(64, MODEL, "width", POSITIVE)
+    num_heads: int = setting(
+        4, MODEL, "attention heads, must divide --d-model", POSITIVE
+    )
+    dff: int | None = setting(
+        None, MODEL, "feed-forward width", POSITIVE,
+        optional=True, default_text="4 * d_model",
+    )  # fmt: skip
+    norm: str = setting("layer", MODEL, "normalisation: layer, rms or scale", _norm)
+    norm_position: str = setting(
+        "pre", MODEL, "where the norms sit", choice(NORM_POSITIONS)
+    )
+    pooling: str = setting("mean", MODEL, "token pooling", choice(POOLINGS))
+    dropout_rate: float = setting(
+        0.1, MODEL, "dropout in [0, 1)", number(0.0, below=1.0),
+        flags=("--dropout-rate", "--dropout"),
+    )  # fmt: skip
+    epsilon: float | None = setting(
+        None, MODEL, "norm epsilon", number(above=0.0),
+        optional=True, default_text="the norm's own",
+    )  # fmt: skip
     # Optimisation.
-    optimizer: str = "adamw"
-    learning_rate: float = 1e-3
-    warmup_steps: int = 0
-    decay: str = "cosine"
-    weight_decay: float = 0.01
-    clipnorm: float | None = 1.0
-    epochs: int = 1
-    steps_per_epoch: int | None = None
-    batch_size: int = 32
+    optimizer: str = setting("adamw", OPTIMISATION, "optimizer", choice(OPTIMIZERS))
+    learning_rate: float = setting(
+        1e-3, OPTIMISATION, "peak learning rate", number(above=0.0)
+    )
+    warmup_steps: int = setting(
+        0, OPTIMISATION, "linear warm-up steps, 0 for none", NON_NEGATIVE
+    )
+    decay: str = setting(
+        "cosine", OPTIMISATION, "learning-rate decay after warm-up", choice(DECAYS)
+    )
+    weight_decay: float = setting(
+        0.01, OPTIMISATION, "decoupled weight decay of adamw; never applied to "
+        "norms or biases", number(0.0),
+    )  # fmt: skip
+    clipnorm: float | None = setting(
+        1.0, OPTIMISATION, "global gradient-norm clipping, 'none' or 0 to disable",
+        number(above=0.0), optional=True, off=("off", "false", "0", 0, False),
+    )  # fmt: skip
+    epochs: int = setting(1, OPTIMISATION, "passes over the data", POSITIVE)
+    steps_per_epoch: int | None = setting(
+        None, OPTIMISATION, "steps per epoch", POSITIVE,
+        optional=True, default_text="one pass over the training set",
+    )  # fmt: skip
+    batch_size: int = setting(
+        32, OPTIMISATION, "global batch size, split over the replicas",
+        integer(1, 2**20),
+    )  # fmt: skip
+    seed: int = setting(
+        0, OPTIMISATION, f"seed of the data, weights and order (0..{MAX_SEED})",
+        integer(0, MAX_SEED),
+    )  # fmt: skip
     # Runtime.
-    strategy: str = "auto"
-    devices: list | None = None
-    mixed_precision: str = "float32"
-    seed: int = 0
+    strategy: str = setting(
+        "auto", RUNTIME, "distribution: auto picks multi_worker from a "
+        "multi-worker TF_CONFIG, mirrored for 2+ GPUs, one_device for 1 GPU, "
+        "else default", choice(STRATEGIES),
+    )  # fmt: skip
+    devices: list | None = setting(
+        None, RUNTIME, "comma-separated devices for --strategy "
+        "mirrored/one_device (e.g. /gpu:0,/gpu:1)", name_list,
+        optional=True, metavar="LIST", default_text="all visible",
+    )  # fmt: skip
+    mixed_precision: str = setting(
+        "float32", RUNTIME, "float16 (with loss scaling) or bfloat16 compute",
+        _precision, metavar="{" + ",".join(PRECISION_MODES) + "}",
+    )  # fmt: skip
     # Outputs.
-    logdir: str = "runs/tfnorm"
-    checkpoint_dir: str | None = None
-    checkpoint_every: int = 100
-    keep_checkpoints: int = 3
-    log_every: int = 10
-    histogram_every: int = 100
-    log_file: str | None = None
-    export: bool = True
+    logdir: str = setting(
+        "runs/tfnorm", OUTPUTS, "TensorBoard logs, summary.json and the "
+        "exported model", creatable("directory"), metavar="DIR",
+    )  # fmt: skip
+    checkpoint_dir: str | None = setting(
+        None, OUTPUTS, "checkpoints; rerunning with the same one resumes",
+        creatable("directory"), optional=True, metavar="DIR",
+        default_text="LOGDIR/checkpoints",
+    )  # fmt: skip
+    checkpoint_every: int = setting(
+        100, OUTPUTS, "steps between checkpoints, plus one at each epoch end",
+        POSITIVE,
+    )  # fmt: skip
+    keep_checkpoints: int = setting(3, OUTPUTS, "checkpoints kept", POSITIVE)
+    log_every: int = setting(10, OUTPUTS, "steps between progress lines", POSITIVE)
+    histogram_every: int = setting(
+        100, OUTPUTS, "steps between norm histograms in LOGDIR/norms, 0 for none",
+        NON_NEGATIVE,
+    )  # fmt: skip
+    log_file: str | None = setting(
+        None, OUTPUTS, "also append the progress lines to this file "
+        "(line-buffered)", creatable("file"), optional=True, metavar="PATH",
+    )  # fmt: skip
+    export: bool = setting(
+        True, OUTPUTS, "do not export the final model (checkpoints and logs "
+        "only)", boolean, flags=("--no-export",), action="store_false",
+    )  # fmt: skip
 
     @classmethod
     def from_dict(cls, values):
-        """A config from a dict such as a parsed YAML/JSON file; unknown keys fail."""
+        """A config from a dict such as a parsed YAML/JSON file; unknown keys fail.
+
+        Keys may use `-` for `_` (`learning-rate`); values are checked by
+        `resolve()`, not here.
+        """
         if not isinstance(values, dict):
             raise ConfigError(
                 None,
@@ -117,124 +255,150 @@ class TrainConfig:
                 f"Received: {type(values).__name__}",
             )
         known = {field.name for field in dataclasses.fields(cls)}
-        for key in values:
-            normalised = str(key).replace("-", "_")
-            if normalised not in known:
+        settings = {}
+        for key, value in values.items():
+            name = str(key).replace("-", "_")
+            if name not in known:
                 raise ConfigError(
                     key,
                     f"Unknown training setting {key!r}; known settings: "
-                    f"{', '.join(sorted(known))}. Received: {key}={values[key]!r}",
+                    f"{', '.join(sorted(known))}. Received: {key}={value!r}",
                 )
-        return cls(**{str(k).replace("-", "_"): v for k, v in values.items()})
+            settings[name] = value
+        return cls(**settings)
 
     def to_dict(self):
         return dataclasses.asdict(self)
 
-    def validate(self):
-        """Checks every setting and fills derived defaults; returns self."""
-        if (self.task is None) == (self.data is None):
-            raise ConfigError(
-                "task",
-                "Give exactly one data source: a synthetic task (task / --task, "
-                f"one of {SYNTHETIC_TASKS}) or a file (data / --data). "
-                f"Received: task={self.task!r}, data={self.data!r}",
-            )
-        if self.task is not None:
-            _choice(self, "task", SYNTHETIC_TASKS)
-        if self.val_data is not None and self.data is None:
-            raise ConfigError(
-                "val_data",
-                "val_data (--val-data) needs data (--data); synthetic tasks make "
-                f"their own validation set. Received: val_data={self.val_data!r}",
-            )
-        for key in ("data", "val_data"):
-            path = getattr(self, key)
-            if path is not None and not os.path.isfile(str(path)):
-                raise ConfigError(key, f"No such file. Received: {key}={path!r}")
-        for key in (
-            "num_examples",
-            "num_classes",
-            "max_len",
-            "num_layers",
-            "d_model",
-            "num_heads",
-            "epochs",
-            "batch_size",
-            "checkpoint_every",
-            "keep_checkpoints",
-            "log_every",
-        ):
-            _positive_int(self, key)
-        for key in ("vocab_size", "dff", "steps_per_epoch"):
-            if getattr(self, key) is not None:
-                _positive_int(self, key)
-        _non_negative_int(self, "warmup_steps")
-        _non_negative_int(self, "seed")
-        _non_negative_int(self, "histogram_every")
-        if not isinstance(self.export, bool):
-            raise ConfigError(
-                "export",
-                f"export must be true or false. Received: export={self.export!r}",
-            )
-        if self.d_model % self.num_heads:
-            raise ConfigError(
-                "d_model",
-                "d_model must be divisible by num_heads. Received: "
-                f"d_model={self.d_model}, num_heads={self.num_heads}",
-            )
-        _choice(self, "norm_position", NORM_POSITIONS)
-        _choice(self, "pooling", POOLINGS)
-        _choice(self, "optimizer", OPTIMIZERS)
-        _choice(self, "decay", DECAYS)
-        _choice(self, "strategy", STRATEGIES)
-        if isinstance(self.devices, str):
-            self.devices = [d.strip() for d in self.devices.split(",") if d.strip()]
-        if self.devices is not None and (
-            not isinstance(self.devices, (list, tuple))
-            or not self.devices
-            or not all(isinstance(d, str) for d in self.devices)
-        ):
-            raise ConfigError(
-                "devices",
-                "devices must be a non-empty list of device names such as "
-                f"['/gpu:0', '/gpu:1']. Received: devices={self.devices!r}",
-            )
-        if self.mixed_precision in (None, "none", "off", "no"):
-            self.mixed_precision = "float32"
-        self.mixed_precision = {
-            "mixed_float16": "float16",
-            "mixed_bfloat16": "bfloat16",
-        }.get(self.mixed_precision, self.mixed_precision)
-        _choice(self, "mixed_precision", MIXED_PRECISION_MODES)
-        if not isinstance(self.norm, (str, dict)):
-            raise ConfigError(
-                "norm",
-                "norm must be a norm name (layer, rms, scale) or a config dict. "
-                f"Received: norm={self.norm!r}",
-            )
-        from tfnorm.layers import get_norm
+    def resolve(self):
+        """A new config with every value checked and the derived defaults set.
 
-        try:
-            get_norm(self.norm)
-        except (ValueError, TypeError) as error:
-            raise ConfigError("norm", f"{error} Received: norm={self.norm!r}") from None
-        _positive_float(self, "learning_rate")
-        _non_negative_float(self, "weight_decay")
-        if self.clipnorm is not None:
-            _positive_float(self, "clipnorm")
-        if self.epsilon is not None:
-            _positive_float(self, "epsilon")
-        _non_negative_float(self, "dropout_rate")
-        if not self.dropout_rate < 1:
-            raise ConfigError(
-                "dropout_rate",
-                f"dropout_rate must be in [0, 1). Received: dropout_rate={self.dropout_rate}",
-            )
-        if self.dff is None:
-            self.dff = 4 * self.d_model
-        if self.checkpoint_dir is None:
-            self.checkpoint_dir = os.path.join(str(self.logdir), "checkpoints")
-        return self
+        Raises:
+            ConfigError: the first bad setting; `error.key` names it and the
+                message gives the received value.
+        """
+        _check_one_source(self.task, self.data)
+        values = {
+            field.name: setting_of(field).parse(field.name, getattr(self, field.name))
+            for field in dataclasses.fields(self)
+        }
+        _check_combinations(values)
+        if values["dff"] is None:
+            values["dff"] = 4 * values["d_model"]
+        if values["checkpoint_dir"] is None:
+            values["checkpoint_dir"] = os.path.join(values["logdir"], "checkpoints")
+        if values["task"] is not None and values["num_classes"] is None:
+            values["num_classes"] = 3
+        return dataclasses.replace(self, **values)
+
+    def validate(self):
+        """The same as `resolve()` (kept for callers of the earlier API)."""
+        return self.resolve()
+
+
+def _check_one_source(task, data):
+    # Before the values are read: "both given" is the error to report even
+    # when the file does not exist.
+    def given(value):
+        return value is not None and str(value).strip().lower() not in ("none", "null")
+
+    if given(task) == given(data):
+        raise ConfigError(
+            "task",
+            "Give exactly one data source: a synthetic task (task / --task, "
+            f"one of {', '.join(SYNTHETIC_TASKS)}) or a file (data / --data). "
+            f"Received: task={task!r}, data={data!r}",
+        )
+
+
+def _check_combinations(values):
+    """Checks that involve several settings; `values` are already read."""
+    task, data = values["task"], values["data"]
+    if values["val_data"] is not None and data is None:
+        raise ConfigError(
+            "val_data",
+            "val_data (--val-data) needs data (--data); synthetic tasks make "
+            f"their own validation set. Received: val_data={values['val_data']!r}",
+        )
+    try:
+        check_heads(values["d_model"], values["num_heads"])
+    except ValueError as error:
+        raise ConfigError("d_model", str(error)) from None
+    if task is not None:
+        _check_task(values)
+    _check_model_size(values)
+    _check_norm(values["norm"], values["epsilon"])
+
+
+def _check_task(values):
+    task, max_len, classes = values["task"], values["max_len"], values["num_classes"]
+    vocab = values["vocab_size"] or max(_SYNTHETIC_VOCAB, 2 * max_len + 1)
+    if task == "duplicate" and vocab - 1 < max_len:
+        raise ConfigError(
+            "vocab_size",
+            "The duplicate task needs vocab_size > max_len, so that sequences "
+            f"without repeats exist. Received: vocab_size={vocab}, max_len={max_len}",
+        )
+    if task == "majority" and classes is not None and classes > vocab - 1:
+        raise ConfigError(
+            "num_classes",
+            "The majority task needs num_classes < vocab_size (each class "
+            f"holds token ids). Received: num_classes={classes}, vocab_size={vocab}",
+        )
+
+
+def _check_model_size(values):
+    d_model, max_len, layers = (
+        values["d_model"],
+        values["max_len"],
+        values["num_layers"],
+    )
+    vocab = values["vocab_size"] or (
+        _FILE_VOCAB if values["data"] else max(_SYNTHETIC_VOCAB, 2 * max_len + 1)
+    )
+    dff = values["dff"] or 4 * d_model
+    # Embeddings, then each block's attention and feed-forward kernels.
+    weights = {
+        "vocab_size": vocab * d_model,
+        "max_len": max_len * d_model,
+        "num_classes": (values["num_classes"] or 0) * d_model,
+        "d_model": layers * (4 * d_model * d_model + 2 * d_model * dff),
+    }
+    total = sum(weights.values())
+    if total > MAX_VALUES:
+        key = max(weights, key=weights.get)
+        raise ConfigError(
+            key,
+            f"The model would have about {total:.2g} weights, more than the "
+            f"{MAX_VALUES} tfnorm train builds. Received: vocab_size={vocab}, "
+            f"max_len={max_len}, num_classes={values['num_classes']}, "
+            f"num_layers={layers}, d_model={d_model}, dff={dff}",
+        )
+    batch = values["batch_size"]
+    activations = {
+        "max_len": batch * values["num_heads"] * max_len * max_len,
+        "dff": batch * max_len * dff,
+    }
+    if max(activations.values()) > MAX_VALUES:
+        key = max(activations, key=activations.get)
+        raise ConfigError(
+            key,
+            f"One batch would need about {max(activations.values()):.2g} values "
+            f"in one layer (attention scores: batch x heads x max_len^2; "
+            f"feed-forward: batch x max_len x dff), more than {MAX_VALUES}. "
+            f"Lower batch_size, max_len or dff. Received: batch_size={batch}, "
+            f"num_heads={values['num_heads']}, max_len={max_len}, dff={dff}",
+        )
+
+
+def _check_norm(norm, epsilon):
+    from tfnorm.layers.factory import norm_from_spec
+
+    try:
+        norm_from_spec(norm, "norm", epsilon=epsilon)
+    except (ValueError, TypeError) as error:
+        key = "epsilon" if "epsilon" in str(error).split("Received")[0] else "norm"
+        raise ConfigError(key, str(error)) from None
 
 
 def flag_name(key):
@@ -247,15 +411,23 @@ def load_config_file(path):
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise ConfigError("config", f"No such config file. Received: --config={path!r}")
-    with open(path, encoding="utf-8") as handle:
-        text = handle.read()
+    with open(path, "rb") as handle:
+        raw = handle.read()
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        line = raw[: error.start].count(b"\n") + 1
+        raise ConfigError(
+            "config", f"{path}, line {line}: not UTF-8 text ({error.reason})."
+        ) from None
     if path.lower().endswith((".yaml", ".yml")):
         import yaml
 
         try:
             values = yaml.safe_load(text)
         except yaml.YAMLError as error:
-            raise ConfigError("config", f"{path}: not valid YAML ({error})") from None
+            reason = " ".join(str(error).split())
+            raise ConfigError("config", f"{path}: not valid YAML ({reason})") from None
     else:
         try:
             values = json.loads(text)
@@ -270,43 +442,3 @@ def load_config_file(path):
             f"Received: {type(values).__name__}",
         )
     return values
-
-
-def _positive_int(config, key):
-    value = getattr(config, key)
-    if not is_int(value) or value < 1:
-        raise ConfigError(
-            key, f"{key} must be an integer >= 1. Received: {key}={value!r}"
-        )
-
-
-def _non_negative_int(config, key):
-    value = getattr(config, key)
-    if not is_int(value) or value < 0:
-        raise ConfigError(
-            key, f"{key} must be an integer >= 0. Received: {key}={value!r}"
-        )
-
-
-def _positive_float(config, key):
-    value = getattr(config, key)
-    if not is_real(value) or value <= 0:
-        raise ConfigError(key, f"{key} must be a number > 0. Received: {key}={value!r}")
-    setattr(config, key, float(value))
-
-
-def _non_negative_float(config, key):
-    value = getattr(config, key)
-    if not is_real(value) or value < 0:
-        raise ConfigError(
-            key, f"{key} must be a number >= 0. Received: {key}={value!r}"
-        )
-    setattr(config, key, float(value))
-
-
-def _choice(config, key, choices):
-    value = getattr(config, key)
-    if value not in choices:
-        raise ConfigError(
-            key, f"{key} must be one of {', '.join(choices)}. Received: {key}={value!r}"
-        )

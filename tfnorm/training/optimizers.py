@@ -15,9 +15,9 @@ import re
 from tfnorm import _keras
 from tfnorm._checks import is_real
 from tfnorm._keras import keras, register_serializable, tf
+from tfnorm.choices import OPTIMIZERS
 from tfnorm.layers import is_norm_layer
 
-OPTIMIZERS = ("adamw", "adam", "sgd")
 DEFAULT_EXCLUDE = ("norm", "bias")
 # Weight names normalisation layers use for their gain and shift (Keras
 # LayerNormalization: gamma/beta; Keras 3 RMSNormalization and tfnorm RMSNorm:

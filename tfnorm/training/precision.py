@@ -3,27 +3,13 @@
 from __future__ import annotations
 
 from tfnorm import _keras
-
-#: Accepted `mode` values and the Keras policy each one selects.
-POLICIES = {
-    None: "float32",
-    "float32": "float32",
-    "float16": "mixed_float16",
-    "mixed_float16": "mixed_float16",
-    "bfloat16": "mixed_bfloat16",
-    "mixed_bfloat16": "mixed_bfloat16",
-}
-MODES = (None, "float32", "float16", "bfloat16")
+from tfnorm._checks import precision_mode
+from tfnorm.choices import PRECISION_POLICIES
 
 
 def policy_name(mode) -> str:
     """The Keras policy name for `mode` (see `set_mixed_precision`)."""
-    if mode not in POLICIES:
-        raise ValueError(
-            f"`mode` must be one of {MODES} (or the policy names "
-            f'"mixed_float16", "mixed_bfloat16"). Received: mode={mode!r}'
-        )
-    return POLICIES[mode]
+    return PRECISION_POLICIES[precision_mode(mode, name="mode")]
 
 
 def set_mixed_precision(mode):

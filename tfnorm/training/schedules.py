@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import math
 
-from tfnorm._checks import is_int, is_real
+from tfnorm._checks import (
+    check_choice,
+    check_int,
+    check_number,
+    check_positive_int,
+)
 from tfnorm._keras import keras, register_serializable, tf
+from tfnorm.choices import DECAYS
 
-DECAYS = ("cosine", "linear", "inverse_sqrt", "constant")
 # Decays that need to know where training ends.
 _DECAYS_WITH_END = ("cosine", "linear")
 
@@ -69,44 +74,21 @@ class WarmupSchedule(keras.optimizers.schedules.LearningRateSchedule):
         name=None,
     ):
         super().__init__()
-        if decay not in DECAYS:
-            raise ValueError(
-                f"`decay` must be one of {DECAYS}. Received: decay={decay!r}"
-            )
-        if not is_real(peak_lr) or not peak_lr > 0:
-            raise ValueError(
-                f"`peak_lr` must be a number > 0. Received: peak_lr={peak_lr!r}"
-            )
-        if not is_int(warmup_steps) or warmup_steps < 0:
-            raise ValueError(
-                "`warmup_steps` must be an integer >= 0. "
-                f"Received: warmup_steps={warmup_steps!r}"
-            )
+        self.decay = check_choice("decay", decay, DECAYS)
+        self.peak_lr = check_number("peak_lr", peak_lr, above=0.0)
+        self.warmup_steps = check_int("warmup_steps", warmup_steps, minimum=0)
         if total_steps is None:
             if decay in _DECAYS_WITH_END:
                 raise ValueError(
                     f'decay="{decay}" needs `total_steps`. Received: total_steps=None'
                 )
-        elif not is_int(total_steps) or total_steps < 1:
-            raise ValueError(
-                "`total_steps` must be an integer >= 1. "
-                f"Received: total_steps={total_steps!r}"
-            )
-        elif total_steps < warmup_steps:
+        elif check_positive_int("total_steps", total_steps) < warmup_steps:
             raise ValueError(
                 "`total_steps` must be >= `warmup_steps`. Received: "
                 f"total_steps={total_steps}, warmup_steps={warmup_steps}"
             )
-        if not is_real(final_lr) or not 0 <= final_lr <= peak_lr:
-            raise ValueError(
-                f"`final_lr` must be a number in [0, peak_lr={peak_lr}]. "
-                f"Received: final_lr={final_lr!r}"
-            )
-        self.peak_lr = float(peak_lr)
-        self.warmup_steps = int(warmup_steps)
         self.total_steps = None if total_steps is None else int(total_steps)
-        self.decay = decay
-        self.final_lr = float(final_lr)
+        self.final_lr = check_number("final_lr", final_lr, 0.0, self.peak_lr)
         self.name = name
 
     def __call__(self, step):

@@ -104,7 +104,7 @@ def _resolved(config):
             "config must be a TrainConfig or a dict. "
             f"Received: config={type(config).__name__}",
         )
-    return TrainConfig(**config.to_dict()).validate()
+    return config.resolve()
 
 
 class _Run:
@@ -165,6 +165,7 @@ class _Run:
             max_len=config.max_len,
             max_tokens=config.vocab_size or 20000,
             vocabulary=vocabulary,
+            num_classes=config.num_classes,
         )
         return train_set, val_set
 

@@ -1,0 +1,93 @@
+"""`TrainConfig`: one declaration per setting, resolved without mutation."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from tfnorm.training.config import ConfigError, TrainConfig, load_config_file
+from tfnorm.training.settings import setting_of
+
+
+def resolved(**values):
+    return TrainConfig.from_dict({"task": "sorted", **values}).resolve()
+
+
+def test_every_field_is_declared_with_help_and_a_group():
+    for field in dataclasses.fields(TrainConfig):
+        setting = setting_of(field)
+        assert setting.help and setting.group, field.name
+
+
+def test_resolve_returns_a_new_config_and_leaves_the_original_alone():
+    config = TrainConfig(task="sorted", devices="/gpu:0, /gpu:1")
+    result = config.resolve()
+    assert result is not config
+    assert config.dff is None and config.checkpoint_dir is None
+    assert config.devices == "/gpu:0, /gpu:1"
+    assert result.dff == 4 * result.d_model
+    assert result.checkpoint_dir.endswith("checkpoints")
+    assert result.devices == ["/gpu:0", "/gpu:1"]
+    # The old name still works and resolving twice changes nothing.
+    assert config.validate() == result == result.resolve()
+
+
+def test_strings_are_read_like_flags():
+    config = resolved(
+        learning_rate="1e-3", epochs="3", export="false", clipnorm="none", seed="7"
+    )
+    assert config.learning_rate == 0.001 and config.epochs == 3
+    assert config.export is False and config.clipnorm is None and config.seed == 7
+
+
+@pytest.mark.parametrize(
+    "alias, mode",
+    [("mixed_float16", "float16"), ("mixed_bfloat16", "bfloat16"), (None, "float32")],
+)
+def test_precision_aliases_resolve_to_modes(alias, mode):
+    assert resolved(mixed_precision=alias).mixed_precision == mode
+
+
+def test_num_classes_defaults_to_3_for_tasks_and_stays_unset_for_files(tmp_path):
+    assert resolved().num_classes == 3
+    data = tmp_path / "train.csv"
+    data.write_text("text,label\na,0\n")
+    assert TrainConfig(data=str(data)).resolve().num_classes is None
+
+
+@pytest.mark.parametrize(
+    "values, key",
+    [
+        ({"d_model": 64, "num_heads": 5}, "d_model"),
+        ({"dropout_rate": 1.0}, "dropout_rate"),
+        ({"seed": 2**32}, "seed"),
+        ({"max_len": 1}, "max_len"),
+        ({"task": "duplicate", "vocab_size": 10}, "vocab_size"),
+        ({"task": "majority", "num_classes": 40}, "num_classes"),
+        ({"vocab_size": 2**30}, "vocab_size"),
+        ({"max_len": 20000}, "max_len"),
+        ({"logdir": ""}, "logdir"),
+        ({"epsilon": 1e-46}, "epsilon"),
+        ({"norm": "batch"}, "norm"),
+        ({"val_data": "v.csv"}, "val_data"),
+    ],
+)
+def test_bad_values_name_their_key_and_value(values, key):
+    with pytest.raises(ConfigError) as info:
+        resolved(**values)
+    assert info.value.key == key
+    assert "Received:" in str(info.value) and "\n" not in str(info.value)
+
+
+def test_config_files_may_start_with_a_byte_order_mark(tmp_path):
+    path = tmp_path / "run.yaml"
+    path.write_bytes("\ufefftask: sorted\n".encode())
+    assert load_config_file(path) == {"task": "sorted"}
+
+
+def test_config_file_bad_utf8_names_the_line(tmp_path):
+    path = tmp_path / "run.json"
+    path.write_bytes(b'{\n"task":\n"caf\xe9"}\n')
+    with pytest.raises(ConfigError, match=r"run\.json, line 3: not UTF-8"):
+        load_config_file(path)

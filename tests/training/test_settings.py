@@ -1,0 +1,71 @@
+"""The readers behind `TrainConfig`'s declarations: one path for flags and files."""
+
+from __future__ import annotations
+
+import pytest
+
+from tfnorm.training import settings
+from tfnorm.training.settings import ConfigError, Setting
+
+
+@pytest.mark.parametrize("given", [5, "5", " 5 ", "+5"])
+def test_integer_reads_ints_and_their_text(given):
+    assert settings.integer(1)("epochs", given) == 5
+
+
+@pytest.mark.parametrize("given", [True, 5.0, "5.0", "1e3", "five", [5], None])
+def test_integer_refuses_everything_else(given):
+    with pytest.raises(ValueError, match=r"`epochs` must be an integer"):
+        settings.integer(1)("epochs", given)
+
+
+@pytest.mark.parametrize("given", [1e-3, "1e-3", "0.001", 1])
+def test_number_reads_numbers_and_their_text(given):
+    assert settings.number(above=0.0)("learning_rate", given) == pytest.approx(
+        1e-3 if given != 1 else 1.0
+    )
+
+
+@pytest.mark.parametrize("given", ["nan", float("inf"), "-inf", True, "fast", 0])
+def test_number_refuses_non_finite_bools_text_and_bounds(given):
+    with pytest.raises(
+        ValueError, match=r"`learning_rate` must be a finite number > 0"
+    ):
+        settings.number(above=0.0)("learning_rate", given)
+
+
+def test_optional_settings_take_none_and_their_off_values():
+    clip = Setting(
+        "g", "h", settings.number(above=0.0), optional=True, off=("off", 0, False)
+    )
+    for off in (None, "none", "None", "off", 0, 0.0, False):
+        assert clip.parse("clipnorm", off) is None, off
+    assert clip.parse("clipnorm", "2") == 2.0
+    with pytest.raises(ConfigError, match="clipnorm=True"):
+        clip.parse("clipnorm", True)
+
+
+def test_required_settings_refuse_none():
+    with pytest.raises(ConfigError) as info:
+        Setting("g", "h", settings.integer(1)).parse("d_model", "none")
+    assert info.value.key == "d_model" and "d_model=None" in str(info.value)
+
+
+def test_creatable_paths(tmp_path):
+    directory = settings.creatable("directory")
+    assert directory("logdir", str(tmp_path / "a" / "b")) == str(tmp_path / "a" / "b")
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ValueError, match=r"must be a directory, but .* is a file"):
+        directory("logdir", str(tmp_path / "file"))
+    with pytest.raises(ValueError, match=r"cannot be created: .*file' is a file"):
+        directory("logdir", str(tmp_path / "file" / "sub"))
+    with pytest.raises(ValueError, match=r"must be a file, but .* is a directory"):
+        settings.creatable("file")("log_file", str(tmp_path))
+
+
+def test_name_lists_from_text_or_lists():
+    assert settings.name_list("devices", "/gpu:0, /gpu:1") == ["/gpu:0", "/gpu:1"]
+    assert settings.name_list("devices", ("/cpu:0",)) == ["/cpu:0"]
+    for bad in ("", [], [1], {"a": 1}):
+        with pytest.raises(ValueError, match="devices="):
+            settings.name_list("devices", bad)

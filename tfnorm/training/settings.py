@@ -1,0 +1,200 @@
+"""`Setting`: how one training setting is documented, read and checked.
+
+`TrainConfig` declares each of its fields with `setting(...)`; the command
+line's parser is generated from those declarations, and every value, a
+flag's string, a config file's YAML/JSON value or a notebook's Python value,
+goes through the one `Setting.parse`. So `learning_rate: 1e-3` (a string to
+YAML 1.1) is read like `--learning-rate 1e-3`, and a bad value gets the same
+error from either.
+
+The readers below take `(key, value)` and return the value converted and
+checked, or raise `ValueError` naming the key and the value. This module
+must not import TensorFlow: `tfnorm train --help` is built from it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+from tfnorm._checks import check_choice, check_int, check_number, is_real
+
+# Counts and sizes become TensorFlow int32 shapes and step counters.
+INT32_MAX = 2**31 - 1
+
+
+class ConfigError(ValueError):
+    """A setting has a bad value; `key` is the config key it belongs to."""
+
+    def __init__(self, key, message):
+        super().__init__(message)
+        self.key = key
+
+
+@dataclasses.dataclass(frozen=True)
+class Setting:
+    """The declaration of one `TrainConfig` field.
+
+    Attributes:
+        group: the `--help` section.
+        help: the flag's help text, without the default.
+        read: `read(key, value)`, one of this module's readers.
+        optional: None (YAML `null`, the flag value `none`) is accepted.
+        off: further values that mean None (`clipnorm`'s 0 and "off").
+        default_text: the default as `--help` shows it, for derived defaults.
+        metavar, flags, action: for argparse; `flags` replaces `--the-key`.
+    """
+
+    group: str
+    help: str
+    read: object
+    optional: bool = False
+    off: tuple = ()
+    default_text: str | None = None
+    metavar: str | None = None
+    flags: tuple = ()
+    action: str | None = None
+
+    def parse(self, key, value):
+        """`value` checked and converted, or raises `ConfigError` naming `key`."""
+        if isinstance(value, str) and value.strip().lower() in ("none", "null"):
+            value = None
+        if self.optional and (value is None or _is_off(value, self.off)):
+            return None
+        try:
+            return self.read(key, value)
+        except ValueError as error:
+            raise ConfigError(key, str(error)) from None
+
+    @property
+    def choices(self):
+        return getattr(self.read, "choices", None)
+
+
+def setting(default, group, help, read, **options):
+    """A dataclass field declared by a `Setting` (see `TrainConfig`)."""
+    if getattr(read, "choices", None) and "metavar" not in options:
+        options["metavar"] = "{" + ",".join(read.choices) + "}"
+    return dataclasses.field(
+        default=default, metadata={"setting": Setting(group, help, read, **options)}
+    )
+
+
+def setting_of(field):
+    """The `Setting` declared on a dataclass field."""
+    return field.metadata["setting"]
+
+
+def _is_off(value, off):
+    if isinstance(value, str):
+        value = value.strip().lower()
+    elif is_real(value):
+        value = float(value)
+    # `False == 0`, but only an "off" list naming False means YAML's `off`.
+    return any(
+        value == o and isinstance(value, bool) == isinstance(o, bool) for o in off
+    )
+
+
+# ----------------------------------------------------------------- readers
+
+
+def integer(minimum, maximum=INT32_MAX):
+    def read(key, value):
+        if isinstance(value, str) and value.strip().lstrip("+-").isdigit():
+            value = int(value)
+        return check_int(key, value, minimum=minimum, maximum=maximum)
+
+    return read
+
+
+def number(minimum=None, *, above=None, below=None):
+    def read(key, value):
+        if isinstance(value, str):
+            try:
+                value = float(value)
+            except ValueError:
+                pass
+        return check_number(key, value, minimum, above=above, below=below)
+
+    return read
+
+
+def choice(choices):
+    def read(key, value):
+        return check_choice(key, value, choices)
+
+    read.choices = tuple(choices)
+    return read
+
+
+def boolean(key, value):
+    words = {"true": True, "yes": True, "false": False, "no": False}
+    if isinstance(value, str) and value.strip().lower() in words:
+        return words[value.strip().lower()]
+    if not isinstance(value, bool):
+        raise ValueError(f"`{key}` must be true or false. Received: {key}={value!r}")
+    return value
+
+
+def name_list(key, value):
+    """A non-empty list of names, or one comma-separated string of them."""
+    if isinstance(value, str):
+        value = [name.strip() for name in value.split(",") if name.strip()]
+    if (
+        not isinstance(value, (list, tuple))
+        or not value
+        or not all(isinstance(name, str) and name for name in value)
+    ):
+        raise ValueError(
+            f"`{key}` must be a non-empty list of names such as "
+            f"['/gpu:0', '/gpu:1']. Received: {key}={value!r}"
+        )
+    return list(value)
+
+
+def existing_file(key, value):
+    path = _path(key, value)
+    if not os.path.isfile(path):
+        reason = "it is a directory" if os.path.isdir(path) else "no such file"
+        raise ValueError(
+            f"`{key}` must name a file ({reason}). Received: {key}={value!r}"
+        )
+    return path
+
+
+def creatable(kind):
+    """A `kind` ("directory" or "file") path that exists as one or can be created.
+
+    Checked before anything is written, so a run that cannot write its
+    outputs fails with the setting's name instead of a traceback.
+    """
+
+    def read(key, value):
+        path = _path(key, value)
+        other = "file" if kind == "directory" else "directory"
+        if os.path.exists(path) and os.path.isdir(path) != (kind == "directory"):
+            raise ValueError(
+                f"`{key}` must be a {kind}, but {path!r} is a {other}. "
+                f"Received: {key}={value!r}"
+            )
+        ancestor = os.path.dirname(os.path.abspath(path))
+        while not os.path.exists(ancestor):
+            ancestor = os.path.dirname(ancestor)
+        if not os.path.isdir(ancestor) or not os.access(ancestor, os.W_OK | os.X_OK):
+            problem = "a file" if not os.path.isdir(ancestor) else "not writable"
+            raise ValueError(
+                f"`{key}` cannot be created: {ancestor!r} is {problem}. "
+                f"Received: {key}={value!r}"
+            )
+        return path
+
+    return read
+
+
+def _path(key, value):
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
+    if not isinstance(value, str) or not value.strip() or "\0" in value:
+        raise ValueError(f"`{key}` must be a non-empty path. Received: {key}={value!r}")
+    return value
