@@ -178,11 +178,6 @@ def test_a_rejected_setting_creates_nothing(tmp_path, capsys, arguments):
     assert not (tmp_path / "run" / "checkpoints").exists()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the trainer creates logdir/checkpoints before loading the data; "
-    "the redesign-trainer branch loads data first (issue 16)",
-)
 @pytest.mark.parametrize(
     "arguments", [pytest.param(a, id=name) for name, a, _ in DATA_CASES]
 )

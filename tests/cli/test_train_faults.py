@@ -80,7 +80,10 @@ def test_a_read_only_disk_is_refused_before_training(tmp_path, capsys):
         argv = ["train", *WIDE, "--logdir", str(disk / "run")]
         assert main(argv) == 2
         err = capsys.readouterr().err
-        assert "--logdir" in err and "Read-only file system" in err
+        # Found by the settings check (os.access) or, failing that, when
+        # the directory is created.
+        assert "--logdir" in err
+        assert re.search(r"is not writable|Read-only file system", err), err
         assert len(err.strip().splitlines()) == 1
 
 
