@@ -257,6 +257,18 @@ def command(logdir, *extra):
     ]
 
 
+def run_to_end(logdir, *extra):
+    """Runs `tfnorm train` (tiny) in a subprocess until it exits."""
+    return subprocess.run(
+        command(logdir, *extra),
+        capture_output=True,
+        text=True,
+        env=environment(),
+        cwd=REPO,
+        timeout=600,
+    )
+
+
 def environment():
     env = dict(os.environ)
     env["PYTHONPATH"] = REPO + os.pathsep + env.get("PYTHONPATH", "")
@@ -323,14 +335,7 @@ def test_kill_9_then_the_same_command_resumes_and_finishes_the_steps(tmp_path):
     assert 5 <= killed_at < 60 and killed_at % 5 == 0
     assert not (logdir / "summary.json").exists()
 
-    rerun = subprocess.run(
-        command(logdir, *extra),
-        capture_output=True,
-        text=True,
-        env=environment(),
-        cwd=REPO,
-        timeout=600,
-    )
+    rerun = run_to_end(logdir, *extra)
     assert rerun.returncode == 0, rerun.stdout + rerun.stderr[-3000:]
     assert f"resumed from step {killed_at}" in rerun.stdout
     steps_after = [int(s) for s in re.findall(r"step (\d+)/60 ", rerun.stdout)]

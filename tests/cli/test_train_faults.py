@@ -24,6 +24,7 @@ from tests.cli.test_train import (
     environment,
     latest_checkpoint_step,
     read,
+    run_to_end,
     start,
     wait_for_checkpoint,
 )
@@ -85,18 +86,6 @@ def test_a_read_only_disk_is_refused_before_training(tmp_path, capsys):
         assert "--logdir" in err
         assert re.search(r"is not writable|Read-only file system", err), err
         assert len(err.strip().splitlines()) == 1
-
-
-def run_to_end(logdir, *extra):
-    """Runs `tfnorm train` (tiny) in a subprocess until it exits."""
-    return subprocess.run(
-        command(logdir, *extra),
-        capture_output=True,
-        text=True,
-        env=environment(),
-        cwd=REPO,
-        timeout=600,
-    )
 
 
 @pytest.mark.slow
