@@ -74,7 +74,8 @@ def test_compare_writes_the_results_and_prints_where_they_are(tmp_path, capsys):
 
 
 # `make demo` as the README gives it, at a tiny size (CI also runs it at its
-# default size).
+# default size). Slow: a whole `make` and a fresh interpreter.
+@pytest.mark.slow
 @pytest.mark.skipif(
     shutil.which("make") is None
     or not os.path.exists(os.path.join(REPO, ".venv", "bin", "python")),

@@ -319,6 +319,8 @@ def read(path):
         return handle.read()
 
 
+# Slow (two processes, 60 steps); tests/training covers resuming in-process.
+@pytest.mark.slow
 def test_kill_9_then_the_same_command_resumes_and_finishes_the_steps(tmp_path):
     logdir = tmp_path / "run"
     extra = ("--epochs", "2", "--steps-per-epoch", "30", "--checkpoint-every", "5")

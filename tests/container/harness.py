@@ -84,22 +84,42 @@ def started_project(root, standin, tag, name, down="down --volumes --timeout 20"
         base_image=STANDIN_IMAGE.format(tag),
         image=f"localhost/tfnorm-test/lab:{standin}",
     )
-    # `docker compose up` builds only a missing image: remove the one an
-    # earlier run built, so this run tests this tree (the layer cache stays).
-    subprocess.run(
-        ["podman", "image", "rm", "--force", project.image],
-        check=False,
-        capture_output=True,
-    )
+    _untag_keeping_layers(project.image)
     project.setup()
     try:
         with phase(f"README quick start on {tag} (build, up, token)"):
             project.readme_outputs = project.run_readme_setup()
             project.wait_for_token()
+        _keep_layers(project.image)
         yield project
     finally:
         with phase(f"{down} ({tag})"):
             project.compose(down, check=False)
+
+
+def _cache_tag(image):
+    return image.replace("/lab:", "/lab-cache:")
+
+
+def _podman(*args):
+    return subprocess.run(["podman", *args], check=False, capture_output=True)
+
+
+def _untag_keeping_layers(image):
+    """`docker compose up` builds only a missing image, so the image an
+    earlier run built must go for this run to test this tree. Removing it
+    would also remove its unnamed parent layers, which are the engine's build
+    cache: a second tag keeps them, and only the name goes."""
+    if _podman("image", "exists", image).returncode == 0:
+        _podman("tag", image, _cache_tag(image))
+        _podman("untag", image, image)
+
+
+def _keep_layers(image):
+    """Moves the cache tag to the image just built; the layers only the
+    previous build used (unnamed, without children) are pruned."""
+    _podman("tag", image, _cache_tag(image))
+    _podman("image", "prune", "--force")
 
 
 def free_port():

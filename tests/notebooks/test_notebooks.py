@@ -1,10 +1,12 @@
 """The notebooks in `notebooks/` execute, and are committed without outputs.
 
 Each notebook runs top to bottom in a fresh IPython kernel of this
-interpreter (`nbclient`), with its `parameters` cell's small defaults, in a
-temporary working directory so nothing it writes (logs, saved models) lands
-in the repository. A cell that raises fails the test with the cell's
-traceback.
+interpreter (`nbclient`) in a temporary working directory, so nothing it
+writes (logs, saved models) lands in the repository. A cell that raises
+fails the test with the cell's traceback. Execution, at the notebooks'
+defaults (about 4 minutes for the four), is part of the `slow` run
+(`make test-slow`, run by CI); the container check runs them again, smaller,
+in the container's kernel (tests/container).
 
 The notebooks are generated from `tools/notebooks/*.py` by
 `tools/make_notebooks.py`; a test checks they are in sync.
@@ -109,6 +111,7 @@ def _execution_skip_reason():
 @pytest.mark.skipif(
     _execution_skip_reason() is not None, reason=str(_execution_skip_reason())
 )
+@pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda path: path.stem)
 def test_notebook_executes(path, tmp_path, monkeypatch):
     import nbclient
