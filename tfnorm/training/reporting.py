@@ -186,21 +186,6 @@ def _write_scalars(writer, values, step):
     writer.flush()
 
 
-def first_broken_norm(model, probe_batch, step):
-    """Names the first norm layer (in call order) that sees NaN/Inf, if any."""
-    from tfnorm.callbacks import NormHealthMonitor
-
-    monitor = NormHealthMonitor(probe_batch)
-    monitor.set_model(model)
-    for problem in monitor.probe_problems(step):
-        if "nonfinite" in problem.statistic:
-            return (
-                f"The first norm layer hit is {problem.layer} "
-                f"({problem.statistic} {problem.value:.3g}). "
-            )
-    return ""
-
-
 def format_duration(seconds):
     if seconds is None or not math.isfinite(seconds):
         return "?"
