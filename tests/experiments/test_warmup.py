@@ -39,15 +39,6 @@ def tiny_result(tmp_path_factory):
     return output_dir, result, lines
 
 
-def test_reverse_task_targets_are_the_reversed_inputs():
-    tokens, targets = warmup.reverse_task(np.random.default_rng(0), 50, 7, 4)
-    assert tokens.shape == targets.shape == (50, 7)
-    np.testing.assert_array_equal(targets, tokens[:, ::-1])
-    assert tokens.min() >= 0 and tokens.max() <= 3
-    again, _ = warmup.reverse_task(np.random.default_rng(0), 50, 7, 4)
-    np.testing.assert_array_equal(again, tokens)
-
-
 def test_writes_one_table_row_per_variant(tiny_result):
     output_dir, result, lines = tiny_result
     names = [row["variant"] for row in result["table"]]

@@ -59,17 +59,10 @@ def test_num_classes_defaults_to_3_for_tasks_and_stays_unset_for_files(tmp_path)
 @pytest.mark.parametrize(
     "values, key",
     [
-        ({"d_model": 64, "num_heads": 5}, "d_model"),
         ({"dropout_rate": 1.0}, "dropout_rate"),
         ({"seed": 2**32}, "seed"),
         ({"max_len": 1}, "max_len"),
-        ({"task": "duplicate", "vocab_size": 10}, "vocab_size"),
-        ({"task": "majority", "num_classes": 40}, "num_classes"),
-        ({"vocab_size": 2**30}, "vocab_size"),
-        ({"max_len": 20000}, "max_len"),
         ({"logdir": ""}, "logdir"),
-        ({"epsilon": 1e-46}, "epsilon"),
-        ({"norm": "batch"}, "norm"),
         ({"val_data": "v.csv"}, "val_data"),
     ],
 )

@@ -73,84 +73,97 @@ def plot(runs, rows, path, smooth=10, chance=None):
     """Writes the figure: loss curves, accuracy curves, per-layer gradients at init."""
     # A bare Figure, not pyplot: the global backend (e.g. a notebook's inline
     # one) stays as the caller set it.
-    import matplotlib.ticker
     from matplotlib.figure import Figure
 
-    colours = {}
     palette = ["#d62728", "#ff7f0e", "#1f77b4", "#2ca02c"]
-    for index, row in enumerate(rows):
-        colours[row["variant"]] = palette[index % len(palette)]
+    colours = {
+        row["variant"]: palette[index % len(palette)] for index, row in enumerate(rows)
+    }
     figure = Figure(figsize=(16, 4.6))
     loss_ax, acc_ax, grad_ax = figure.subplots(1, 3)
-    for run in runs:
-        colour = colours[run["variant"]]
-        losses = np.asarray(run["losses"])
-        window = max(1, min(smooth, len(losses)))
-        smoothed = np.convolve(losses, np.ones(window) / window, mode="valid")
-        label = (
-            run["variant"]
-            if run["seed"]
-            == min(r["seed"] for r in runs if r["variant"] == run["variant"])
-            else None
-        )
-        loss_ax.plot(
-            np.arange(window, len(losses) + 1),
-            smoothed,
-            color=colour,
-            alpha=0.8,
-            lw=1.2,
-            label=label,
-        )
-        acc_ax.plot(
-            run["eval_steps"],
-            run["eval_accuracy"],
-            color=colour,
-            alpha=0.8,
-            lw=1.2,
-            label=label,
-        )
-    loss_ax.set(
-        title="training loss (moving average)", xlabel="step", ylabel="cross-entropy"
-    )
-    acc_ax.axhline(TARGET_ACCURACY, color="grey", ls=":", lw=1)
-    if chance is not None:
-        acc_ax.axhline(chance, color="black", ls="--", lw=0.8, label="chance")
-    acc_ax.set(
-        title="eval token accuracy", xlabel="step", ylabel="accuracy", ylim=(0, 1.02)
-    )
-    # Weights at initialisation do not depend on the warm-up: one curve per
-    # position, from its runs without warm-up.
-    for row in rows:
-        if row["warmup_steps"]:
-            continue
-        position = row["norm_position"]
-        init = [
-            r["init_layer_gradient_norms"]
-            for r in runs
-            if r["variant"] == row["variant"]
-        ]
-        colour = colours[row["variant"]]
-        init = np.asarray(init)
-        layers = np.arange(1, init.shape[1] + 1)
-        for seed_norms in init:
-            grad_ax.plot(layers, seed_norms, color=colour, alpha=0.25, lw=1)
-        grad_ax.plot(
-            layers,
-            init.mean(axis=0),
-            color=colour,
-            marker="o",
-            lw=2,
-            label=f"{position}-LN (mean over seeds)",
-        )
-    grad_ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
-    grad_ax.set(
-        title="FFN gradient norm at initialisation",
-        xlabel="layer",
-        ylabel="gradient norm",
-        yscale="log",
-    )
+    _plot_losses(loss_ax, runs, colours, smooth)
+    _plot_accuracy(acc_ax, runs, colours, chance)
+    _plot_init_gradients(grad_ax, runs, rows, colours)
     for ax in (loss_ax, acc_ax, grad_ax):
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     figure.tight_layout()
     figure.savefig(path, dpi=110)
+
+
+def _legend_label(run, runs):
+    # One legend entry per variant: its run with the lowest seed.
+    first_seed = min(r["seed"] for r in runs if r["variant"] == run["variant"])
+    return run["variant"] if run["seed"] == first_seed else None
+
+
+def _plot_losses(ax, runs, colours, smooth):
+    for run in runs:
+        losses = np.asarray(run["losses"])
+        window = max(1, min(smooth, len(losses)))
+        smoothed = np.convolve(losses, np.ones(window) / window, mode="valid")
+        ax.plot(
+            np.arange(window, len(losses) + 1),
+            smoothed,
+            color=colours[run["variant"]],
+            alpha=0.8,
+            lw=1.2,
+            label=_legend_label(run, runs),
+        )
+    ax.set(
+        title="training loss (moving average)", xlabel="step", ylabel="cross-entropy"
+    )
+
+
+def _plot_accuracy(ax, runs, colours, chance):
+    for run in runs:
+        ax.plot(
+            run["eval_steps"],
+            run["eval_accuracy"],
+            color=colours[run["variant"]],
+            alpha=0.8,
+            lw=1.2,
+            label=_legend_label(run, runs),
+        )
+    ax.axhline(TARGET_ACCURACY, color="grey", ls=":", lw=1)
+    if chance is not None:
+        ax.axhline(chance, color="black", ls="--", lw=0.8, label="chance")
+    ax.set(
+        title="eval token accuracy", xlabel="step", ylabel="accuracy", ylim=(0, 1.02)
+    )
+
+
+def _plot_init_gradients(ax, runs, rows, colours):
+    import matplotlib.ticker
+
+    # Weights at initialisation do not depend on the warm-up: one curve per
+    # position, from its runs without warm-up.
+    for row in rows:
+        if row["warmup_steps"]:
+            continue
+        colour = colours[row["variant"]]
+        init = np.asarray(
+            [
+                r["init_layer_gradient_norms"]
+                for r in runs
+                if r["variant"] == row["variant"]
+            ]
+        )
+        layers = np.arange(1, init.shape[1] + 1)
+        for seed_norms in init:
+            ax.plot(layers, seed_norms, color=colour, alpha=0.25, lw=1)
+        ax.plot(
+            layers,
+            init.mean(axis=0),
+            color=colour,
+            marker="o",
+            lw=2,
+            label=f"{row['norm_position']}-LN (mean over seeds)",
+        )
+    ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
+    ax.set(
+        title="FFN gradient norm at initialisation",
+        xlabel="layer",
+        ylabel="gradient norm",
+        yscale="log",
+    )

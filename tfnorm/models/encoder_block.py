@@ -1,4 +1,11 @@
-"""`TransformerEncoderBlock`: one encoder layer with a choice of norm position."""
+"""`TransformerEncoderBlock`: one encoder layer with a choice of norm position.
+
+One layer, one module, as Keras writes its layers: the class's docstring
+(the four placements, masks, sublayer names, arguments) is a quarter of the
+file, and the helpers above the class (DeepNet's constants, the initializer
+seed, the norm spec) exist for it alone; only `validate_norm_position` is
+shared, with the builders.
+"""
 
 from __future__ import annotations
 
@@ -252,19 +259,33 @@ class TransformerEncoderBlock(Layer):
                 "TransformerEncoderBlock expects inputs of shape (batch, seq, "
                 f"d_model={self.d_model}). Received: input_shape={input_shape}"
             )
-        policy = self.dtype_policy
-        rate = self.dropout_rate
-        attention_rate = (
-            rate if self.attention_dropout is None else self.attention_dropout
-        )
-        ffn_rate = rate if self.ffn_dropout is None else self.ffn_dropout
+        # Created in this order (norms, attention branch, FFN branch): the
+        # order of the block's weights and of unseeded initial draws.
+        self._build_norms(shape)
+        projections = self._build_attention_branch(shape)
+        self._build_ffn_branch(shape)
+        if self.norm_position == "deepnorm":
+            _, _, value, output = projections
+            self._scale_for_deepnorm((value, output, self.ffn_inner, self.ffn_output))
+        self.built = True
 
+    def _build_norms(self, shape):
         # Each norm is an attribute named like the layer (`block.ffn_norm`).
         for name in self._norm_names():
             norm = self._make_norm(name)
             build_sublayer(norm, shape)
             setattr(self, name, norm)
 
+    def _dropout(self, rate, name):
+        return keras.layers.Dropout(rate, dtype=self.dtype_policy, name=name)
+
+    def _build_attention_branch(self, shape):
+        """`attention` and `attention_dropout`; returns the four projections."""
+        attention_rate = (
+            self.dropout_rate
+            if self.attention_dropout is None
+            else self.attention_dropout
+        )
         # Each projection is a d_model x d_model matrix (num_heads * key_dim
         # == d_model) stored as a 3-D kernel; drawing it as that matrix gives
         # the fans, hence the scale, every Keras version agrees on.
@@ -275,72 +296,68 @@ class TransformerEncoderBlock(Layer):
             kernel_initializer=MatrixInitializer(
                 self._clone_initializer(), (self.d_model, self.d_model)
             ),
-            dtype=policy,
+            dtype=self.dtype_policy,
             name="attention",
         )
         build_attention(self.attention, shape, shape)
         projections = attention_projections(self.attention)
-        seed = _initializer_seed(keras.initializers.serialize(self.kernel_initializer))
-        if seed is not None:
-            # MultiHeadAttention copies its one initializer to all four
-            # projections, so a seeded one gives query, key, value and
-            # output the same matrix in Keras 3 and tf_keras; draw the last
-            # three again with their own seeds.
-            for index, dense in enumerate(projections[1:], start=1):
-                initializer = MatrixInitializer(
-                    self._clone_initializer(index), (self.d_model, self.d_model)
-                )
-                with tf.init_scope():
-                    dense.kernel.assign(
-                        initializer(dense.kernel.shape, dtype=dense.kernel.dtype)
-                    )
-        self.attention_dropout_layer = keras.layers.Dropout(
-            rate, dtype=policy, name="attention_dropout"
+        self._redraw_seeded_projections(projections)
+        self.attention_dropout_layer = self._dropout(
+            self.dropout_rate, "attention_dropout"
         )
+        build_sublayer(self.attention_dropout_layer, shape)
+        return projections
+
+    def _redraw_seeded_projections(self, projections):
+        # MultiHeadAttention copies its one initializer to all four
+        # projections, so a seeded one gives query, key, value and output
+        # the same matrix in Keras 3 and tf_keras; draw the last three again
+        # with their own seeds.
+        seed = _initializer_seed(keras.initializers.serialize(self.kernel_initializer))
+        if seed is None:
+            return
+        for index, dense in enumerate(projections[1:], start=1):
+            initializer = MatrixInitializer(
+                self._clone_initializer(index), (self.d_model, self.d_model)
+            )
+            with tf.init_scope():
+                dense.kernel.assign(
+                    initializer(dense.kernel.shape, dtype=dense.kernel.dtype)
+                )
+
+    def _build_ffn_branch(self, shape):
+        """`ffn_inner`, `ffn_dropout`, `ffn_output` and `output_dropout`."""
+        ffn_rate = self.dropout_rate if self.ffn_dropout is None else self.ffn_dropout
         self.ffn_inner = keras.layers.Dense(
             self.dff,
             activation=self.activation,
             kernel_initializer=self._clone_initializer(4),
-            dtype=policy,
+            dtype=self.dtype_policy,
             name="ffn_inner",
         )
         build_sublayer(self.ffn_inner, shape)
-        self.ffn_dropout_layer = keras.layers.Dropout(
-            ffn_rate, dtype=policy, name="ffn_dropout"
-        )
+        self.ffn_dropout_layer = self._dropout(ffn_rate, "ffn_dropout")
+        build_sublayer(self.ffn_dropout_layer, shape)
         self.ffn_output = keras.layers.Dense(
             self.d_model,
             kernel_initializer=self._clone_initializer(5),
-            dtype=policy,
+            dtype=self.dtype_policy,
             name="ffn_output",
         )
         build_sublayer(self.ffn_output, tf.TensorShape([shape[0], shape[1], self.dff]))
-        self.output_dropout = keras.layers.Dropout(
-            rate, dtype=policy, name="output_dropout"
-        )
-        for dropout in (
-            self.attention_dropout_layer,
-            self.ffn_dropout_layer,
-            self.output_dropout,
-        ):
-            build_sublayer(dropout, shape)
+        self.output_dropout = self._dropout(self.dropout_rate, "output_dropout")
+        build_sublayer(self.output_dropout, shape)
 
-        if self.norm_position == "deepnorm":
-            beta = deepnorm_beta(self.num_layers_total)
-            # MultiHeadAttention has one kernel initializer for all four
-            # projections, but DeepNet scales only value and output (query
-            # and key keep gain 1), so scale those kernels after creation.
-            # Loading saved weights overwrites this, as it should.
-            _, _, value, output = projections
-            for kernel in (
-                value.kernel,
-                output.kernel,
-                self.ffn_inner.kernel,
-                self.ffn_output.kernel,
-            ):
-                with tf.init_scope():
-                    kernel.assign(kernel * beta)
-        self.built = True
+    def _scale_for_deepnorm(self, dense_layers):
+        # MultiHeadAttention has one kernel initializer for all four
+        # projections, but DeepNet scales only value and output (query and
+        # key keep gain 1), so those kernels are scaled after creation, with
+        # both FFN kernels. Loading saved weights overwrites this, as it
+        # should.
+        beta = deepnorm_beta(self.num_layers_total)
+        for dense in dense_layers:
+            with tf.init_scope():
+                dense.kernel.assign(dense.kernel * beta)
 
     def get_build_config(self):
         # `build` needs only x's shape, not the masks'.

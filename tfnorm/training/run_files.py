@@ -25,7 +25,11 @@ import numpy as np
 
 from tfnorm import _keras
 from tfnorm.training.config import RESUME_KEYS, ConfigError
-from tfnorm.training.data import VOCABULARY_FILE, load_vocabulary, save_vocabulary
+from tfnorm.training.data.vocabulary import (
+    VOCABULARY_FILE,
+    load_vocabulary,
+    save_vocabulary,
+)
 
 #: A run's `status` (in `summary.json` and the dict `train` returns) and the
 #: exit status `tfnorm train` gives it; `summary.json` repeats it as

@@ -6,12 +6,13 @@ then assembles the pieces, each in its own module:
 
 * `loop.run_loop` runs the steps (`steps.py`: train/eval steps and the
   seeded batch order, which resume depends on);
-* actions (`actions.py`), in this order: the NaN guard (a non-finite loss
-  or non-finite weights stop the run before anything is saved, so the last
-  good checkpoint stays the latest), the norm histograms, progress lines
-  and TensorBoard scalars, checkpoints (every `checkpoint_every` steps and
-  at each epoch end), evaluation (after the epoch's checkpoint) and the
-  signal stop (SIGTERM/SIGINT finish the step, save, and end the run);
+* actions (`actions.py`, `reporting.py`, `signals.py`), in this order: the
+  NaN guard (a non-finite loss or non-finite weights stop the run before
+  anything is saved, so the last good checkpoint stays the latest), the norm
+  histograms, progress lines and TensorBoard scalars, checkpoints (every
+  `checkpoint_every` steps and at each epoch end), evaluation (after the
+  epoch's checkpoint) and the signal stop (SIGTERM/SIGINT finish the step,
+  save, and end the run);
 * checkpoint files, resume and the directory lock (`checkpoints.py`):
   resume uses the newest checkpoint that restores cleanly, a second run on
   the same directory is refused;
@@ -20,6 +21,11 @@ then assembles the pieces, each in its own module:
 
 Nothing is created on disk until the settings and the data are known to be
 good. From then on `summary.json` is written however the run ends.
+
+What is left here is the run itself, in the order a run takes it (load the
+data, build, claim the directories, train, export, summarise); that is one
+concept, so this module stays one file although it is a little over 350
+lines.
 
 Multi-worker: every worker runs the same loop; only the chief locks the
 directory and keeps checkpoints, logs, the summary and the export (the
@@ -45,7 +51,15 @@ import sys
 import time
 
 from tfnorm import _keras
-from tfnorm.training import actions, checkpoints, resume, run_files, steps
+from tfnorm.training import (
+    actions,
+    checkpoints,
+    reporting,
+    resume,
+    run_files,
+    signals,
+    steps,
+)
 from tfnorm.training import data as data_lib
 from tfnorm.training.build import build_training
 from tfnorm.training.config import ConfigError, TrainConfig
@@ -83,7 +97,7 @@ def train(config, handle_signals=True, stdout=None):
         DataError: a data file is malformed or empty (names file and line).
     """
     config = _resolved(config)
-    flag = actions.StopFlag()
+    flag = signals.StopFlag()
     # The run sets the global dtype policy for its model; a notebook's later
     # models must not inherit it.
     previous_policy = _keras.global_policy_name()
@@ -234,57 +248,62 @@ class _Run:
 
     def _actions(self, parts, train_set, val_set, cadence):
         """The run's actions, in the order the module docstring gives."""
-        config, log = self.config, self.log
         probe_batch = train_set.ids[: min(len(train_set), 64)]
         checkpointing = self._checkpointing(parts, cadence)
         last_checkpoint = lambda: checkpointing.last_path  # noqa: E731
-        chosen = [
-            actions.NanGuard(
-                parts.model,
-                cadence,
-                log,
-                last_checkpoint,
-                diagnose=lambda step: actions.first_broken_norm(
-                    parts.model, probe_batch, step
-                ),
-            )
-        ]
-        logdir = config.logdir if self.is_chief else None
-        if logdir and config.histogram_every:
+        # Only the chief writes TensorBoard logs.
+        logdir = self.config.logdir if self.is_chief else None
+        chosen = [self._nan_guard(parts.model, cadence, probe_batch, last_checkpoint)]
+        if logdir and self.config.histogram_every:
             chosen.append(
-                actions.NormHistograms.for_model(
-                    parts.model,
-                    os.path.join(logdir, "norms"),
-                    probe_batch,
-                    config.histogram_every,
-                    cadence.steps_per_epoch,
-                )
+                self._norm_histograms(parts.model, logdir, probe_batch, cadence)
             )
-        chosen.append(
-            actions.Progress(
-                log,
-                logdir,
-                cadence,
-                config.epochs,
-                config.batch_size,
-                config.log_every,
-                parts.schedule,
-            )
-        )
+        chosen.append(self._progress(parts.schedule, logdir, cadence))
         chosen.append(checkpointing)
         if val_set is not None:
-            eval_step = steps.make_eval_step(parts.model, config.max_len)
-            chosen.append(
-                actions.Evaluation(
-                    lambda: steps.evaluate(eval_step, val_set, config.batch_size),
-                    logdir,
-                    cadence,
-                    config.epochs,
-                    log,
-                )
-            )
-        chosen.append(actions.SignalStop(self.flag, log, last_checkpoint))
+            chosen.append(self._evaluation(parts.model, val_set, logdir, cadence))
+        chosen.append(signals.SignalStop(self.flag, self.log, last_checkpoint))
         return chosen
+
+    def _nan_guard(self, model, cadence, probe_batch, last_checkpoint):
+        def diagnose(step):
+            return actions.first_broken_norm(model, probe_batch, step)
+
+        return actions.NanGuard(
+            model, cadence, self.log, last_checkpoint, diagnose=diagnose
+        )
+
+    def _norm_histograms(self, model, logdir, probe_batch, cadence):
+        return reporting.NormHistograms.for_model(
+            model,
+            os.path.join(logdir, "norms"),
+            probe_batch,
+            self.config.histogram_every,
+            cadence.steps_per_epoch,
+        )
+
+    def _progress(self, schedule, logdir, cadence):
+        config = self.config
+        return reporting.Progress(
+            self.log,
+            logdir,
+            cadence,
+            config.epochs,
+            config.batch_size,
+            config.log_every,
+            schedule,
+        )
+
+    def _evaluation(self, model, val_set, logdir, cadence):
+        config = self.config
+        eval_step = steps.make_eval_step(model, config.max_len)
+        return reporting.Evaluation(
+            lambda: steps.evaluate(eval_step, val_set, config.batch_size),
+            logdir,
+            cadence,
+            config.epochs,
+            self.log,
+        )
 
     # ------------------------------------------------------------------ the end
 

@@ -1,45 +1,27 @@
-"""Training data for `tfnorm train`: text-classification files and synthetic tasks.
+"""Text-classification files read, checked and vectorised into `Dataset`s.
 
-Two sources produce the same thing, a `Dataset` of int32 token ids (0 is
-padding) with integer labels:
-
-* Text files (`read_examples`): UTF-8 (a byte-order mark is allowed) CSV or
-  TSV with a header naming a `text` and a `label` column, or JSON Lines with
-  one `{"text": ..., "label": ...}` object a line. Labels are class ids
-  `0 .. num_classes - 1` (see `count_classes`). Every problem (bad UTF-8,
-  missing column, bad label, malformed line, no examples or no words at all)
-  raises `DataError` naming the file and line, before any training starts. The texts are turned into ids by a
-  Keras `TextVectorization` layer adapted on the training split only; its
-  vocabulary is saved with the run (`save_vocabulary`) and reloaded on resume
-  so that a token keeps its id.
-* Synthetic tasks (`make_synthetic`): `sorted`, `duplicate` and `majority`,
-  each deterministic by seed and each needing attention over the whole
-  sequence (no single position or local window decides the label).
-
-Example:
-
->>> train, val = make_synthetic("sorted", num_examples=64, max_len=8, seed=0)
->>> train.ids.shape, train.num_classes
-((64, 8), 2)
+UTF-8 (a byte-order mark is allowed) CSV or TSV with a header naming a `text`
+and a `label` column, or JSON Lines with one `{"text": ..., "label": ...}`
+object a line. Labels are class ids `0 .. num_classes - 1` (see
+`count_classes`). Every problem (bad UTF-8, missing column, bad label,
+malformed line, no examples or no words at all) raises `DataError` naming the
+file and line, before any training starts.
 """
 
 from __future__ import annotations
 
 import csv
-import dataclasses
 import io
 import json
 import os
 
 import numpy as np
 
-from tfnorm.choices import SYNTHETIC_TASKS
+from tfnorm.training.data.dataset import DataError, Dataset
+from tfnorm.training.data.vocabulary import get_vocabulary, make_vectorizer, vectorize
 
 #: File suffixes read as JSON Lines; everything else is CSV, or TSV for ".tsv".
 _JSONL_SUFFIXES = (".jsonl", ".ndjson", ".json")
-
-#: Name of the vocabulary file saved with a run.
-VOCABULARY_FILE = "vocabulary.json"
 
 #: Without `num_classes`, the classes are inferred as `max(label) + 1`; a
 #: label this large (or a head mostly of classes no example has, see
@@ -47,36 +29,6 @@ VOCABULARY_FILE = "vocabulary.json"
 MAX_INFERRED_CLASSES = 100000
 #: The most inferred classes allowed per distinct label seen.
 MAX_UNSEEN_CLASS_RATIO = 10
-
-
-class DataError(ValueError):
-    """A training or validation file cannot be used; says which file and line."""
-
-
-@dataclasses.dataclass
-class Dataset:
-    """Token ids and labels held in memory.
-
-    Attributes:
-        ids: int32 array `[num_examples, max_len]`, 0 = padding.
-        labels: int32 array `[num_examples]`.
-        vocab_size: number of distinct ids (padding and unknown included).
-        num_classes: number of label classes.
-        source: where the examples came from (file path or `task:NAME`).
-    """
-
-    ids: np.ndarray
-    labels: np.ndarray
-    vocab_size: int
-    num_classes: int
-    source: str
-
-    def __len__(self):
-        return int(self.labels.shape[0])
-
-
-# --------------------------------------------------------------------------
-# Text files
 
 
 def read_examples(path):
@@ -227,63 +179,6 @@ def _read_jsonl(path, text):
     return texts, labels, lines
 
 
-def make_vectorizer(max_len, max_tokens=None, vocabulary=None):
-    """A `TextVectorization` layer giving `max_len` int ids per text.
-
-    Args:
-        max_len: output length; longer texts are cut, shorter ones padded
-            with 0.
-        max_tokens: vocabulary size limit including padding and the unknown
-            token, or None for no limit.
-        vocabulary: a saved vocabulary (from `get_vocabulary`) to reuse, or
-            None to adapt the layer later.
-    """
-    from tfnorm._keras import keras
-
-    return keras.layers.TextVectorization(
-        max_tokens=max_tokens,
-        output_mode="int",
-        output_sequence_length=max_len,
-        vocabulary=vocabulary,
-    )
-
-
-def get_vocabulary(vectorizer):
-    """The adapted vocabulary without the padding and unknown tokens, as str."""
-    return [str(token) for token in vectorizer.get_vocabulary()[2:]]
-
-
-def save_vocabulary(vocabulary, directory):
-    """Writes `vocabulary` (a list of tokens) to `directory/vocabulary.json`."""
-    os.makedirs(directory, exist_ok=True)
-    path = os.path.join(directory, VOCABULARY_FILE)
-    temporary = path + ".tmp"
-    with open(temporary, "w", encoding="utf-8") as handle:
-        json.dump(list(vocabulary), handle, ensure_ascii=False)
-    os.replace(temporary, path)
-    return path
-
-
-def load_vocabulary(directory):
-    """The vocabulary saved in `directory`, or None when there is none."""
-    path = os.path.join(directory, VOCABULARY_FILE)
-    if not os.path.isfile(path):
-        return None
-    with open(path, encoding="utf-8") as handle:
-        return json.load(handle)
-
-
-def vectorize(vectorizer, texts, batch_size=1024):
-    """Token ids `[len(texts), max_len]` (int32) for `texts`."""
-    from tfnorm._keras import tf
-
-    chunks = [
-        np.asarray(vectorizer(tf.constant(texts[start : start + batch_size])))
-        for start in range(0, len(texts), batch_size)
-    ]
-    return np.concatenate(chunks).astype(np.int32)
-
-
 def count_classes(labels, path, num_classes=None, lines=None):
     """The number of classes of a file's `labels`, or raises `DataError`.
 
@@ -385,140 +280,3 @@ def load_text_data(
     train = as_dataset(train_path, train_texts, train_labels)
     val = as_dataset(val_path, *val_examples[:2]) if val_examples else None
     return train, val, vocabulary
-
-
-# --------------------------------------------------------------------------
-# Synthetic tasks
-
-
-def make_synthetic(
-    task,
-    num_examples=2048,
-    max_len=16,
-    seed=0,
-    vocab_size=None,
-    num_val_examples=None,
-    num_classes=3,
-):
-    """Training and validation sets for a synthetic task that needs attention.
-
-    * `sorted`: label 1 when the tokens are in non-decreasing order. Half the
-      examples are sorted; the rest are sorted sequences with two positions
-      swapped, so one distant pair decides the label.
-    * `duplicate`: label 1 when some token occurs twice. Negatives hold
-      distinct tokens; positives copy one token to another random position.
-    * `majority`: tokens fall into `num_classes` classes (id modulo
-      `num_classes`); the label is the class holding the most tokens (ties
-      are redrawn), which needs a count over every position.
-
-    Args:
-        task: one of `SYNTHETIC_TASKS`.
-        num_examples: training examples.
-        max_len: tokens per example (no padding).
-        seed: the same seed gives the same examples.
-        vocab_size: ids are drawn from `1 .. vocab_size - 1`; defaults to
-            `max(16, 2 * max_len + 1)`.
-        num_val_examples: validation examples, drawn with another seed;
-            defaults to a quarter of `num_examples` (at least 64).
-        num_classes: label classes for `majority` (2 for the others).
-
-    Returns:
-        `(train, val)` `Dataset`s.
-    """
-    if task not in SYNTHETIC_TASKS:
-        raise ValueError(
-            f"Unknown synthetic task; expected one of {SYNTHETIC_TASKS}. "
-            f"Received: task={task!r}"
-        )
-    if int(max_len) < 2:
-        raise ValueError(f"max_len must be at least 2. Received: max_len={max_len}")
-    if int(num_examples) < 1:
-        raise ValueError(
-            f"num_examples must be positive. Received: num_examples={num_examples}"
-        )
-    vocab_size = int(vocab_size or max(16, 2 * max_len + 1))
-    if task == "duplicate" and vocab_size - 1 < max_len:
-        raise ValueError(
-            "The duplicate task needs vocab_size > max_len so that sequences "
-            f"without repeats exist. Received: vocab_size={vocab_size}, "
-            f"max_len={max_len}"
-        )
-    if task == "majority" and not 2 <= num_classes <= vocab_size - 1:
-        raise ValueError(
-            "majority needs 2 <= num_classes < vocab_size. Received: "
-            f"num_classes={num_classes}, vocab_size={vocab_size}"
-        )
-    if num_val_examples is None:
-        num_val_examples = max(64, num_examples // 4)
-    classes = num_classes if task == "majority" else 2
-    generator = _GENERATORS[task]
-
-    def build(count, stream):
-        rng = np.random.RandomState(_stream_seed(seed, stream))
-        ids, labels = generator(rng, int(count), int(max_len), vocab_size, classes)
-        return Dataset(
-            ids=ids.astype(np.int32),
-            labels=labels.astype(np.int32),
-            vocab_size=vocab_size,
-            num_classes=classes,
-            source=f"task:{task}",
-        )
-
-    return build(num_examples, 0), build(num_val_examples, 1)
-
-
-def _stream_seed(seed, stream):
-    return (int(seed) * 7919 + stream * 104729) % (2**31 - 1)
-
-
-def _sorted_task(rng, count, length, vocab_size, _classes):
-    ids = np.sort(rng.randint(1, vocab_size, size=(count, length)), axis=1)
-    unsorted = rng.rand(count) < 0.5
-    for row in np.nonzero(unsorted)[0]:
-        # Swap two positions holding different tokens: the sequence is then
-        # out of order at exactly that (possibly distant) pair.
-        while ids[row, 0] == ids[row, -1]:
-            ids[row] = np.sort(rng.randint(1, vocab_size, size=length))
-        while True:
-            i, j = sorted(rng.choice(length, 2, replace=False))
-            if ids[row, i] != ids[row, j]:
-                ids[row, i], ids[row, j] = ids[row, j], ids[row, i]
-                break
-    labels = np.all(ids[:, 1:] >= ids[:, :-1], axis=1)
-    return ids, labels
-
-
-def _duplicate_task(rng, count, length, vocab_size, _classes):
-    ids = np.stack(
-        [
-            rng.choice(np.arange(1, vocab_size), length, replace=False)
-            for _ in range(count)
-        ]
-    )
-    positive = rng.rand(count) < 0.5
-    for row in np.nonzero(positive)[0]:
-        source, target = rng.choice(length, 2, replace=False)
-        ids[row, target] = ids[row, source]
-    labels = np.array([len(set(row)) < length for row in ids])
-    return ids, labels
-
-
-def _majority_task(rng, count, length, vocab_size, classes):
-    token_class = np.arange(vocab_size) % classes
-    ids = np.zeros((count, length), dtype=np.int64)
-    labels = np.zeros(count, dtype=np.int64)
-    for row in range(count):
-        while True:
-            candidate = rng.randint(1, vocab_size, size=length)
-            counts = np.bincount(token_class[candidate], minlength=classes)
-            if np.sum(counts == counts.max()) == 1:
-                break
-        ids[row], labels[row] = candidate, int(np.argmax(counts))
-    return ids, labels
-
-
-_GENERATORS = {
-    "sorted": _sorted_task,
-    "duplicate": _duplicate_task,
-    "majority": _majority_task,
-}

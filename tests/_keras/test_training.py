@@ -1,4 +1,4 @@
-"""tfnorm/_keras.py: the helpers that hide Keras-version differences."""
+"""tfnorm/_keras/training.py: optimizers in custom training loops, either Keras."""
 
 from __future__ import annotations
 

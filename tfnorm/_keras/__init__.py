@@ -1,0 +1,117 @@
+"""The one place in tfnorm that knows which Keras it is running on.
+
+`tf.keras` resolves to one of three things, and tfnorm must subclass the same
+`Layer` class the user's `tf.keras` gives so that our layers mix with theirs:
+
+* TensorFlow 2.9 to 2.15: Keras 2 (`keras` 2.x, shipped with TensorFlow).
+* TensorFlow >= 2.16 with `TF_USE_LEGACY_KERAS=1` and `tf_keras` installed:
+  `tf_keras`, which keeps the Keras 2 API.
+* TensorFlow >= 2.16 otherwise: Keras 3.
+
+Every other module imports `keras` and the helpers below from here
+(`from tfnorm._keras import keras, tf`) instead of testing versions itself.
+The helpers are grouped by what they touch: `runtime` (versions, flavour,
+save formats), `layers` (weights, sublayers, attention, masks),
+`serialization` (registration, portable configs, saving), `training` (mixed
+precision, optimizers, callbacks) and `xla`.
+"""
+
+from __future__ import annotations
+
+from tfnorm._keras.layers import (
+    add_weight,
+    attention_projections,
+    build_attention,
+    build_sublayer,
+    get_keras_mask,
+    is_graph_model,
+    keep_input_dtype,
+    keras_norm_classes,
+    keras_rms_normalization,
+    keras_weight_dims,
+    padding_mask_like,
+    plain_axis,
+    sublayers,
+    without_keras_mask,
+)
+from tfnorm._keras.runtime import (
+    FLAVOUR,
+    IS_KERAS_3,
+    KERAS_VERSION,
+    NATIVE_FORMAT,
+    SAVE_FORMATS,
+    TF_RELEASE,
+    Layer,
+    describe,
+    keras,
+    tf,
+)
+from tfnorm._keras.serialization import (
+    model_path,
+    portable_layer_config,
+    register_model_class,
+    register_serializable,
+    save_model,
+    serialized_class_name,
+    single_input_build_config,
+)
+from tfnorm._keras.training import (
+    CLIPS_BEFORE_ALL_REDUCE,
+    accept_tensor_logs,
+    build_optimizer,
+    checkpointable_optimizer,
+    global_policy_name,
+    loss_scale_optimizer,
+    scale_loss,
+    set_global_policy,
+    unscale_gradients,
+)
+from tfnorm._keras.xla import (
+    XLA_PREFERS_MATVEC,
+    in_xla_context,
+)
+
+__all__ = [
+    "CLIPS_BEFORE_ALL_REDUCE",
+    "FLAVOUR",
+    "IS_KERAS_3",
+    "KERAS_VERSION",
+    "NATIVE_FORMAT",
+    "SAVE_FORMATS",
+    "TF_RELEASE",
+    "XLA_PREFERS_MATVEC",
+    "accept_tensor_logs",
+    "add_weight",
+    "attention_projections",
+    "build_attention",
+    "build_optimizer",
+    "build_sublayer",
+    "checkpointable_optimizer",
+    "describe",
+    "get_keras_mask",
+    "global_policy_name",
+    "in_xla_context",
+    "is_graph_model",
+    "keep_input_dtype",
+    "keras",
+    "keras_norm_classes",
+    "keras_rms_normalization",
+    "keras_weight_dims",
+    "Layer",
+    "loss_scale_optimizer",
+    "model_path",
+    "padding_mask_like",
+    "plain_axis",
+    "portable_layer_config",
+    "register_model_class",
+    "register_serializable",
+    "save_model",
+    "scale_loss",
+    "serialized_class_name",
+    "set_global_policy",
+    "single_input_build_config",
+    "sublayers",
+    "tf",
+    "unscale_gradients",
+    "without_keras_mask",
+]

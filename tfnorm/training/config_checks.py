@@ -1,0 +1,136 @@
+"""The checks of `TrainConfig.resolve` that involve several settings.
+
+Each setting reads and checks its own value (`tfnorm.training.settings`);
+what is left for here is what no single value decides: exactly one data
+source, the synthetic tasks' needs, a model and a step that fit in memory, and
+a norm spec with its epsilon. Each failure is a `ConfigError` naming the key
+to change.
+
+Like `config`, this module must not import TensorFlow at import time.
+"""
+
+from __future__ import annotations
+
+from tfnorm._checks import check_heads
+from tfnorm.choices import SYNTHETIC_TASKS
+from tfnorm.training.settings import ConfigError
+
+# The synthetic tasks' smallest default vocabulary (`make_synthetic`), and
+# the vocabulary limit of data files.
+_SYNTHETIC_VOCAB = 16
+_FILE_VOCAB = 20000
+# The largest model and step `resolve` lets through: weights, or one layer's
+# attention scores or feed-forward activations for a batch, past 2**31 values
+# (8 GiB in float32) exceed TensorFlow's int32 tensor sizes and most
+# machines' memory; such sizes are typos (an extra zero), caught before
+# anything is created.
+MAX_VALUES = 2**31 - 1
+
+
+def check_one_source(task, data):
+    """Checks that exactly one of a synthetic task and a data file is given.
+
+    Runs before the values are read: "both given" is the error to report
+    even when the file does not exist.
+    """
+
+    def given(value):
+        return value is not None and str(value).strip().lower() not in ("none", "null")
+
+    if given(task) == given(data):
+        raise ConfigError(
+            "task",
+            "Give exactly one data source: a synthetic task (task / --task, "
+            f"one of {', '.join(SYNTHETIC_TASKS)}) or a file (data / --data). "
+            f"Received: task={task!r}, data={data!r}",
+        )
+
+
+def check_combinations(values):
+    """Checks that involve several settings; `values` are already read."""
+    task, data = values["task"], values["data"]
+    if values["val_data"] is not None and data is None:
+        raise ConfigError(
+            "val_data",
+            "val_data (--val-data) needs data (--data); synthetic tasks make "
+            f"their own validation set. Received: val_data={values['val_data']!r}",
+        )
+    try:
+        check_heads(values["d_model"], values["num_heads"])
+    except ValueError as error:
+        raise ConfigError("d_model", str(error)) from None
+    if task is not None:
+        _check_task(values)
+    _check_model_size(values)
+    _check_norm(values["norm"], values["epsilon"])
+
+
+def _check_task(values):
+    task, max_len, classes = values["task"], values["max_len"], values["num_classes"]
+    vocab = values["vocab_size"] or max(_SYNTHETIC_VOCAB, 2 * max_len + 1)
+    if task == "duplicate" and vocab - 1 < max_len:
+        raise ConfigError(
+            "vocab_size",
+            "The duplicate task needs vocab_size > max_len, so that sequences "
+            f"without repeats exist. Received: vocab_size={vocab}, max_len={max_len}",
+        )
+    if task == "majority" and classes is not None and classes > vocab - 1:
+        raise ConfigError(
+            "num_classes",
+            "The majority task needs num_classes < vocab_size (each class "
+            f"holds token ids). Received: num_classes={classes}, vocab_size={vocab}",
+        )
+
+
+def _check_model_size(values):
+    d_model, max_len, layers = (
+        values["d_model"],
+        values["max_len"],
+        values["num_layers"],
+    )
+    vocab = values["vocab_size"] or (
+        _FILE_VOCAB if values["data"] else max(_SYNTHETIC_VOCAB, 2 * max_len + 1)
+    )
+    dff = values["dff"] or 4 * d_model
+    # Embeddings, then each block's attention and feed-forward kernels.
+    weights = {
+        "vocab_size": vocab * d_model,
+        "max_len": max_len * d_model,
+        "num_classes": (values["num_classes"] or 0) * d_model,
+        "d_model": layers * (4 * d_model * d_model + 2 * d_model * dff),
+    }
+    total = sum(weights.values())
+    if total > MAX_VALUES:
+        key = max(weights, key=weights.get)
+        raise ConfigError(
+            key,
+            f"The model would have about {total:.2g} weights, more than the "
+            f"{MAX_VALUES} tfnorm train builds. Received: vocab_size={vocab}, "
+            f"max_len={max_len}, num_classes={values['num_classes']}, "
+            f"num_layers={layers}, d_model={d_model}, dff={dff}",
+        )
+    batch = values["batch_size"]
+    activations = {
+        "max_len": batch * values["num_heads"] * max_len * max_len,
+        "dff": batch * max_len * dff,
+    }
+    if max(activations.values()) > MAX_VALUES:
+        key = max(activations, key=activations.get)
+        raise ConfigError(
+            key,
+            f"One batch would need about {max(activations.values()):.2g} values "
+            f"in one layer (attention scores: batch x heads x max_len^2; "
+            f"feed-forward: batch x max_len x dff), more than {MAX_VALUES}. "
+            f"Lower batch_size, max_len or dff. Received: batch_size={batch}, "
+            f"num_heads={values['num_heads']}, max_len={max_len}, dff={dff}",
+        )
+
+
+def _check_norm(norm, epsilon):
+    from tfnorm.layers.factory import norm_from_spec
+
+    try:
+        norm_from_spec(norm, "norm", epsilon=epsilon)
+    except (ValueError, TypeError) as error:
+        key = "epsilon" if "epsilon" in str(error).split("Received")[0] else "norm"
+        raise ConfigError(key, str(error)) from None
