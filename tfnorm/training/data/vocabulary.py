@@ -1,0 +1,70 @@
+"""The text files' vocabulary: a Keras `TextVectorization` layer adapted on
+the training split, saved with the run and reloaded on resume so that a
+token keeps its id."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+
+#: Name of the vocabulary file saved with a run.
+VOCABULARY_FILE = "vocabulary.json"
+
+
+def make_vectorizer(max_len, max_tokens=None, vocabulary=None):
+    """A `TextVectorization` layer giving `max_len` int ids per text.
+
+    Args:
+        max_len: output length; longer texts are cut, shorter ones padded
+            with 0.
+        max_tokens: vocabulary size limit including padding and the unknown
+            token, or None for no limit.
+        vocabulary: a saved vocabulary (from `get_vocabulary`) to reuse, or
+            None to adapt the layer later.
+    """
+    from tfnorm._keras import keras
+
+    return keras.layers.TextVectorization(
+        max_tokens=max_tokens,
+        output_mode="int",
+        output_sequence_length=max_len,
+        vocabulary=vocabulary,
+    )
+
+
+def get_vocabulary(vectorizer):
+    """The adapted vocabulary without the padding and unknown tokens, as str."""
+    return [str(token) for token in vectorizer.get_vocabulary()[2:]]
+
+
+def save_vocabulary(vocabulary, directory):
+    """Writes `vocabulary` (a list of tokens) to `directory/vocabulary.json`."""
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, VOCABULARY_FILE)
+    temporary = path + ".tmp"
+    with open(temporary, "w", encoding="utf-8") as handle:
+        json.dump(list(vocabulary), handle, ensure_ascii=False)
+    os.replace(temporary, path)
+    return path
+
+
+def load_vocabulary(directory):
+    """The vocabulary saved in `directory`, or None when there is none."""
+    path = os.path.join(directory, VOCABULARY_FILE)
+    if not os.path.isfile(path):
+        return None
+    with open(path, encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+def vectorize(vectorizer, texts, batch_size=1024):
+    """Token ids `[len(texts), max_len]` (int32) for `texts`."""
+    from tfnorm._keras import tf
+
+    chunks = [
+        np.asarray(vectorizer(tf.constant(texts[start : start + batch_size])))
+        for start in range(0, len(texts), batch_size)
+    ]
+    return np.concatenate(chunks).astype(np.int32)
