@@ -22,8 +22,12 @@ venv: $(INSTALLED)
 system-deps:
 	grep -v '^#' tools/apt-packages.txt | xargs apt-get install -y -q
 
+# The suite's test files are shared out to TEST_WORKERS processes
+# (pytest-xdist; each file stays in one process, so module fixtures are built
+# once): most tests keep one core busy. TEST_WORKERS=0 runs it in-process.
+TEST_WORKERS ?= 2
 test: venv
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 # The container built and run for real (root): a private rootful Podman engine
 # with Compose v2, stand-ins for TensorFlow's GPU Jupyter images, the README's
