@@ -120,9 +120,9 @@ def test_runs_and_data_are_writable_by_the_container_user(project):
 
 def _execute_in_kernel(project, path):
     """Runs every code cell of `path` in a kernel of the container's
-    JupyterLab, at the small sizes `make test` uses (what this shows is that
-    each cell runs in the container's kernel); returns the notebook with its
-    outputs."""
+    JupyterLab, at the small sizes of tests/notebooks/parameters.py (what
+    this shows is that each cell runs in the container's kernel); returns the
+    notebook with its outputs."""
     notebook = json.loads(path.read_text(encoding="utf-8"))
     kernel = Kernel(project, f"notebooks/{path.name}")
     try:
@@ -145,9 +145,9 @@ def notebook_runs(project):
     """The notebooks run three at a time, each in its own kernel, as a user
     with several notebooks open would: much of each run is single-threaded
     tracing and compiling, so three kernels keep the two cores busier than
-    one (measured: 144 s one after the other, 93 s two at a time). They
-    start after the token checks: JupyterLab's /api/status can answer 500
-    while kernels are starting."""
+    one (measured: 144 s one after the other, 93 s two at a time, 85 s three
+    at a time). They start after the token checks: JupyterLab's /api/status
+    can answer 500 while kernels are starting."""
     # 03 is the shortest: it waits for the first free kernel.
     order = sorted(NOTEBOOKS, key=lambda path: path.stem.startswith("03"))
     with concurrent.futures.ThreadPoolExecutor(max_workers=3) as pool:
