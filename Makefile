@@ -32,8 +32,16 @@ test: venv
 # The container built and run for real (root): a private rootful Podman engine
 # with Compose v2, stand-ins for TensorFlow's GPU Jupyter images, the README's
 # workflow end to end. See README, "Testing the container without Docker".
+# Its two modules (one per stand-in base) run side by side, one per process;
+# the second waits for the first's image build and notebooks
+# (tests/container/harness.py). CONTAINER_WORKERS=0: one after the other.
+# --confcutdir leaves out tests/conftest.py: it loads TensorFlow, which these
+# processes do not use (seconds each, more with a cold page cache).
+CONTAINER_WORKERS ?= 2
 test-container: venv
-	tools/container/engine.sh run $(PY) -m pytest -p no:cacheprovider -q -m container tests/container
+	tools/container/engine.sh run $(PY) -m pytest -p no:cacheprovider -q \
+		-n $(CONTAINER_WORKERS) --dist loadfile --confcutdir tests/container \
+		-m container tests/container
 
 # Long runs (full literature checks, long training) deselected from `make test`.
 test-slow: venv

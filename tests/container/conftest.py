@@ -14,7 +14,13 @@ import os
 
 import pytest
 
-from tests.container.harness import PHASES, build_standins_ahead, stop_builds_ahead
+from tests.container.harness import (
+    PHASES,
+    build_standins_ahead,
+    plan_turns,
+    prune_unused_layers,
+    stop_builds_ahead,
+)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 _checks = []
@@ -35,6 +41,20 @@ def pytest_runtest_logreport(report):
         _checks.append((report.nodeid.split("::")[-1], report.outcome, report.duration))
 
 
+def pytest_sessionfinish(session):
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        # A pytest-xdist worker: its phases go to the controller's table.
+        workeroutput["container_phases"] = PHASES
+    elif _checks and os.environ.get("DOCKER_HOST"):
+        prune_unused_layers()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    PHASES.extend(getattr(node, "workeroutput", {}).get("container_phases", ()))
+
+
 def pytest_terminal_summary(terminalreporter):
     if not _checks and not PHASES:
         return
@@ -50,19 +70,26 @@ def pytest_terminal_summary(terminalreporter):
 
 
 @pytest.fixture(scope="session")
-def engine(request):
+def engine(request, tmp_path_factory):
     if os.geteuid() != 0 or not os.environ.get("DOCKER_HOST"):
         pytest.fail(
             "run through `make test-container` (as root): it starts the private "
             "Podman engine these tests drive"
         )
-    # Each test module names its stand-in (STANDIN); all but the first
-    # module's are built in the background from the start.
+    # Each test module names its stand-in (STANDIN). A pytest-xdist worker
+    # collects the whole session, so every worker sees the same order.
     standins = []
     for item in request.session.items:
         standin = getattr(item.module, "STANDIN", None)
         if standin and standin not in standins:
             standins.append(standin)
-    build_standins_ahead(standins[1:])
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        # Each worker builds its own module's stand-in from the start; the
+        # workers' temporary directories share a parent.
+        plan_turns(standins, str(tmp_path_factory.getbasetemp().parent))
+    else:
+        # One after the other: all but the first module's stand-ins are
+        # built in the background from the start.
+        build_standins_ahead(standins[1:])
     yield os.environ["DOCKER_HOST"]
     stop_builds_ahead()

@@ -71,6 +71,46 @@ def _build_standin(name):
         raise subprocess.CalledProcessError(process.returncode, process.args)
 
 
+# Side by side (pytest-xdist, one module per worker): while the first
+# stand-in's module builds its image and runs the notebooks, both cores are
+# busy, and a second image build beside it made both quick starts six times
+# slower. What follows (SSH trainings, `stop`, `down`/`up`) keeps one core
+# busy, so the other modules start their quick start once that busy part is
+# over, and their single-core checks use the idle core. A file in the
+# session's shared temporary directory says when.
+_turns = {"dir": None, "first": None}
+
+
+def plan_turns(standins, shared_dir):
+    """`standins` in the session's order; `shared_dir` is seen by every
+    worker of the session (None: one process, modules one after the other)."""
+    _turns.update(dir=shared_dir, first=standins[0] if standins else None)
+
+
+def _busy_marker(standin):
+    return os.path.join(_turns["dir"], f"{standin}.busy-part-done")
+
+
+def busy_part_done(standin):
+    """Lets the other modules start (idempotent)."""
+    if _turns["dir"] and standin == _turns["first"]:
+        with open(_busy_marker(standin), "a", encoding="utf-8"):
+            pass
+
+
+def _wait_for_turn(standin, tag):
+    first = _turns["first"]
+    if not _turns["dir"] or standin == first:
+        return
+    with phase(f"wait for the {first} module's image build and notebooks ({tag})"):
+        wait_for(
+            lambda: os.path.exists(_busy_marker(first)),
+            3600,
+            f"the {first} module's busy part ({_busy_marker(first)})",
+            interval=1,
+        )
+
+
 @contextlib.contextmanager
 def started_project(root, standin, tag, name, down="down --volumes --timeout 20"):
     """A clone set up with the README's quick start on the stand-in base
@@ -78,6 +118,7 @@ def started_project(root, standin, tag, name, down="down --volumes --timeout 20"
     # With a build started ahead, this phase is the wait for it.
     with phase(f"stand-in base {tag}"):
         _build_standin(standin)
+    _wait_for_turn(standin, tag)
     project = Project(
         root,
         name=name,
@@ -93,6 +134,7 @@ def started_project(root, standin, tag, name, down="down --volumes --timeout 20"
         _keep_layers(project.image)
         yield project
     finally:
+        busy_part_done(standin)
         with phase(f"{down} ({tag})"):
             project.compose(down, check=False)
 
@@ -117,8 +159,14 @@ def _untag_keeping_layers(image):
 
 def _keep_layers(image):
     """Moves the cache tag to the image just built; the layers only the
-    previous build used (unnamed, without children) are pruned."""
+    previous build used are pruned at the end (prune_unused_layers)."""
     _podman("tag", image, _cache_tag(image))
+
+
+def prune_unused_layers():
+    """Removes unnamed images without children: the layers only an earlier
+    build used. Only once nothing builds: a build's intermediate image is
+    unnamed and childless between two of its steps."""
     _podman("image", "prune", "--force")
 
 

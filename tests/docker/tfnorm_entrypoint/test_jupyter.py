@@ -12,8 +12,8 @@ import pytest
 from tfnorm_entrypoint.jupyter import resolve_token, start_jupyter
 from tfnorm_entrypoint.settings import Settings
 
+from tests.browser import CHROMIUM, jupyterlab_screenshot
 from tests.conftest import REPO
-from tests.docker.conftest import CHROMIUM, jupyterlab_screenshot
 from tests.docker.harness import cmdline, http_status, require_sbin, ssh
 
 # --- the token (no server) -------------------------------------------------
