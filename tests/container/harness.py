@@ -115,26 +115,35 @@ def _wait_for_turn(standin, tag):
 def started_project(root, standin, tag, name, down="down --volumes --timeout 20"):
     """A clone set up with the README's quick start on the stand-in base
     `tag` (tools/container/build-standins.sh `standin`); `down` at the end."""
-    # With a build started ahead, this phase is the wait for it.
-    with phase(f"stand-in base {tag}"):
-        _build_standin(standin)
-    _wait_for_turn(standin, tag)
-    project = Project(
-        root,
-        name=name,
-        base_image=STANDIN_IMAGE.format(tag),
-        image=f"localhost/tfnorm-test/lab:{standin}",
-    )
-    _untag_keeping_layers(project.image)
-    project.setup()
     try:
-        with phase(f"README quick start on {tag} (build, up, token)"):
-            project.readme_outputs = project.run_readme_setup()
-            project.wait_for_token()
-        _keep_layers(project.image)
-        yield project
+        # With a build started ahead, this phase is the wait for it.
+        with phase(f"stand-in base {tag}"):
+            _build_standin(standin)
+        _wait_for_turn(standin, tag)
+        project = Project(
+            root,
+            name=name,
+            base_image=STANDIN_IMAGE.format(tag),
+            image=f"localhost/tfnorm-test/lab:{standin}",
+        )
+        _untag_keeping_layers(project.image)
+        project.setup()
+        with _down_at_exit(project, down, tag):
+            with phase(f"README quick start on {tag} (build, up, token)"):
+                project.readme_outputs = project.run_readme_setup()
+                project.wait_for_token()
+            _keep_layers(project.image)
+            yield project
     finally:
+        # Whatever failed, the other modules must not wait for this one.
         busy_part_done(standin)
+
+
+@contextlib.contextmanager
+def _down_at_exit(project, down, tag):
+    try:
+        yield
+    finally:
         with phase(f"{down} ({tag})"):
             project.compose(down, check=False)
 
