@@ -83,7 +83,8 @@ _turns = {"dir": None, "first": None}
 
 def plan_turns(standins, shared_dir):
     """`standins` in the session's order; `shared_dir` is seen by every
-    worker of the session (None: one process, modules one after the other)."""
+    worker of the session. Never called in one process: there the modules
+    run one after the other and nobody waits."""
     _turns.update(dir=shared_dir, first=standins[0] if standins else None)
 
 
