@@ -21,17 +21,17 @@ def _started_as_the_command():
     return bool(sys.argv) and os.path.basename(sys.argv[0]) == "tfnorm"
 
 
-if not _started_as_the_command():
+def _load_library():
     # A missing or too old TensorFlow must give one clear error before any
     # submodule imports it.
-    from tfnorm._tf_check import check_tensorflow as _check_tensorflow
+    from tfnorm._tf_check import check_tensorflow
 
-    _check_tensorflow()
+    check_tensorflow()
 
     # Submodules imported so `tfnorm.callbacks` / `tfnorm.training` are
     # reachable and everything they register deserialises after a plain
     # `import tfnorm`.
-    from tfnorm import _keras, callbacks, training
+    from tfnorm import _keras, callbacks, training  # noqa: F401
     from tfnorm.layers import LayerNormalization, RMSNorm, ScaleNorm, get_norm
     from tfnorm.models import (
         TransformerEncoderBlock,
@@ -40,7 +40,49 @@ if not _started_as_the_command():
         encoder_layer,
         replace_norms,
     )
-    from tfnorm.training import optimizers, schedules, trainer
+    from tfnorm.training import optimizers, schedules, trainer  # noqa: F401
+
+    globals().update(
+        LayerNormalization=LayerNormalization,
+        RMSNorm=RMSNorm,
+        ScaleNorm=ScaleNorm,
+        get_norm=get_norm,
+        TransformerEncoderBlock=TransformerEncoderBlock,
+        build_classifier=build_classifier,
+        build_encoder=build_encoder,
+        encoder_layer=encoder_layer,
+        replace_norms=replace_norms,
+    )
+
+
+#: Subpackages reachable as attributes, imported on first use (they import
+#: TensorFlow or matplotlib, which `import tfnorm` need not wait for).
+_LAZY_SUBMODULES = (
+    "callbacks",
+    "cli",
+    "distribute",
+    "experiments",
+    "layers",
+    "models",
+    "training",
+)
+
+
+def __getattr__(name):
+    # Under the `tfnorm` command the library loads when something (a user's
+    # --model-fn module, say) first asks for one of its names.
+    if name in _LAZY_SUBMODULES:
+        import importlib
+
+        return importlib.import_module(f"{__name__}.{name}")
+    if name in __all__ and name not in globals():
+        _load_library()
+        return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+if not _started_as_the_command():
+    _load_library()
 
 __all__ = [
     "LayerNormalization",
@@ -51,7 +93,9 @@ __all__ = [
     "build_classifier",
     "build_encoder",
     "callbacks",
+    "distribute",
     "encoder_layer",
+    "experiments",
     "get_norm",
     "replace_norms",
     "training",

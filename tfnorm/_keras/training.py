@@ -93,3 +93,19 @@ def checkpointable_optimizer(optimizer):
     state = tf.Module(name="optimizer_state")
     state.variables_in_order = list(optimizer.variables)
     return state
+
+
+def is_compiled(model):
+    """Whether `model.compile(...)` was called (Keras 3 says so publicly)."""
+    if IS_KERAS_3:
+        return bool(getattr(model, "compiled", False))
+    return bool(getattr(model, "_is_compiled", False)) and model.optimizer is not None
+
+
+def model_jit_compile(model):
+    """Whether `fit` would run `model`'s train step under XLA.
+
+    Keras 3 resolves its default ("auto") to XLA where a GPU is visible;
+    Keras 2 compiles only when asked.
+    """
+    return bool(getattr(model, "jit_compile", False))

@@ -29,6 +29,7 @@ from tfnorm.training.config import (
 
 EPILOG = """\
 examples:
+  tfnorm train --model-fn my_model.py:build_model --data-fn my_model.py:load_data --logdir runs/mine
   tfnorm train --task sorted --num-layers 2 --d-model 64 --epochs 3 --logdir runs/sorted
   tfnorm train --data train.csv --val-data val.csv --max-len 128 --logdir runs/text
   nohup tfnorm train --config run.yaml --log-file run.log &   # then: tail -f run.log
@@ -54,9 +55,11 @@ SIGINT, 143 stopped by SIGTERM (a checkpoint is saved first).
 def add_parser(subparsers):
     parser = subparsers.add_parser(
         "train",
-        help="train a Transformer text classifier (resumable, logs for SSH/tmux)",
-        description="Train a tfnorm Transformer classifier on a synthetic task or "
-        "a text-classification file, with warm-up, AdamW (no decay on norms "
+        help="train your Keras model, or a Transformer text classifier "
+        "(resumable, logs for SSH/tmux)",
+        description="Train your own Keras model (--model-fn, --data-fn) or a "
+        "tfnorm Transformer classifier on a synthetic task or a "
+        "text-classification file, with warm-up, AdamW (no decay on norms "
         "or biases), checkpoints that survive kill -9, and TensorBoard logs. "
         "Settings come from --config and flags; flags win.",
         epilog=EPILOG,
@@ -141,8 +144,15 @@ def run(args):
     from tfnorm.training.data import DataError
     from tfnorm.training.trainer import EXIT_STATUS, train
 
+    from tfnorm.training.user_code import UserCodeError
+
     try:
         summary = train(config)
+    except UserCodeError as error:
+        # Their code, their traceback: one line to grep, then the details.
+        status = _fail(_describe_config_error(error))
+        print(error.details, file=sys.stderr, end="", flush=True)
+        return status
     except ConfigError as error:
         return _fail(_describe_config_error(error))
     except DataError as error:

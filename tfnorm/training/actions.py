@@ -1,9 +1,10 @@
 """What `tfnorm train` does around its steps, one `Action` per concern.
 
 The order `train` gives them matters and is part of the design: the NaN guard
-runs first, so nothing logs or saves a rejected step; the checkpoint is
-written before evaluation, so an evaluation that runs out of memory cannot
-cost the epoch; the signal check runs last, after the step's own work.
+runs first, so nothing logs or saves a rejected step; a checkpoint due at
+the same step is written before evaluation, so an evaluation that runs out
+of memory cannot cost it; the signal check runs last, after the step's own
+work.
 
 This module holds the actions that keep the run's state safe (the cadence of
 epochs and checkpoints, the NaN guard, checkpointing); the ones that report
@@ -22,12 +23,19 @@ from tfnorm.training.loop import Action, Stop, StopRun
 
 
 class Cadence:
-    """Which steps are epoch ends, and which get a checkpoint."""
+    """Which steps are epoch ends, and which get a checkpoint.
 
-    def __init__(self, steps_per_epoch, total_steps, checkpoint_every):
+    Counters count steps: a checkpoint every `checkpoint_every` steps and at
+    the last step; epoch ends add one only with `epoch_checkpoints`.
+    """
+
+    def __init__(
+        self, steps_per_epoch, total_steps, checkpoint_every, epoch_checkpoints=False
+    ):
         self.steps_per_epoch = steps_per_epoch
         self.total_steps = total_steps
         self.checkpoint_every = checkpoint_every
+        self.epoch_checkpoints = epoch_checkpoints
 
     def epoch_end(self, step):
         return step % self.steps_per_epoch == 0
@@ -35,8 +43,14 @@ class Cadence:
     def epoch(self, step):
         return math.ceil(step / self.steps_per_epoch)
 
+    def every(self, step, period):
+        """True every `period` steps and at the last step."""
+        return step % period == 0 or step == self.total_steps
+
     def checkpoint_due(self, step):
-        return self.epoch_end(step) or step % self.checkpoint_every == 0
+        return self.every(step, self.checkpoint_every) or (
+            self.epoch_checkpoints and self.epoch_end(step)
+        )
 
 
 class NanGuard(Action):

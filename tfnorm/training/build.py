@@ -1,4 +1,4 @@
-"""Everything a classifier run trains and checkpoints, built under its strategy.
+"""Everything a run trains and checkpoints, built under its strategy.
 
 Built before anything is written to disk, so that a batch size the replicas
 cannot share, or a model the settings cannot build, fails as a setting error
@@ -16,7 +16,12 @@ from tfnorm.training.config import ConfigError
 
 @dataclasses.dataclass
 class Training:
-    """The built pieces of one run (see `build_training`)."""
+    """The built pieces of one run (see `build_training`).
+
+    `schedule` is None when the optimizer is the user's own (a compiled
+    `model_fn` model); `data_iterator` is the checkpointed `tf.data`
+    iterator of a run fed by a dataset, else None.
+    """
 
     strategy: object
     policy: str
@@ -26,40 +31,41 @@ class Training:
     step: object
     examples_seen: object
     checkpoint: object
+    data_iterator: object = None
 
     @property
     def replicas(self):
         return self.strategy.num_replicas_in_sync
 
+    def learning_rate(self, step):
+        """The learning rate of step `step` (counting from 1)."""
+        if self.schedule is not None:
+            return float(self.schedule(step - 1))
+        rate = getattr(self.optimizer, "learning_rate", None)
+        if callable(rate):
+            rate = rate(max(step - 1, 0))
+        try:
+            return float(rate)
+        except (TypeError, ValueError):
+            return None
+
 
 def build_training(config, train_set, total_steps):
-    """The strategy, model, schedule, optimizer, counters and checkpoint.
+    """The strategy, classifier, schedule, optimizer, counters and checkpoint.
 
     The checkpoint holds the model, the optimizer (slots created here, so a
-    restore finds every variable), the step count and the data position
-    (examples consumed from the seeded order); nothing else is needed to
-    continue a run exactly.
+    restore finds every variable), the step count, the data position
+    (examples consumed from the seeded order) and the dropout generators'
+    state; nothing else is needed to continue a run exactly.
 
     Raises:
         ConfigError: `batch_size` does not split evenly over the replicas.
     """
-    from tfnorm.distribute import get_strategy
     from tfnorm.models import build_classifier
-    from tfnorm.training.precision import set_mixed_precision
     from tfnorm.training.schedules import WarmupSchedule
 
-    strategy = get_strategy(config.strategy, devices=config.devices)
-    replicas = strategy.num_replicas_in_sync
-    if config.batch_size % replicas:
-        raise ConfigError(
-            "batch_size",
-            f"The global batch_size must divide evenly over the {replicas} "
-            f"replicas of the {config.strategy!r} strategy. "
-            f"Received: batch_size={config.batch_size}",
-        )
-    policy = set_mixed_precision(config.mixed_precision)
-    keras.utils.set_random_seed(config.seed)
-    with strategy.scope():
+    strategy, policy = prepare_runtime(config)
+    with strategy.scope(), _keras.checkpointable_random_state():
         model = build_classifier(
             train_set.vocab_size,
             config.max_len,
@@ -77,38 +83,86 @@ def build_training(config, train_set, total_steps):
         schedule = WarmupSchedule(
             config.learning_rate, config.warmup_steps, total_steps, decay=config.decay
         )
-        optimizer = _optimizer(config, model, schedule)
-        step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
-        examples_seen = tf.Variable(
-            0, dtype=tf.int64, trainable=False, name="examples_seen"
+        optimizer = run_optimizer(config, model, schedule)
+        optimizer = wrap_and_build(optimizer, model)
+        return assemble(strategy, policy, model, schedule, optimizer)
+
+
+def prepare_runtime(config):
+    """The run's strategy and dtype policy, with the global seed set.
+
+    Raises:
+        ConfigError: `batch_size` does not split evenly over the replicas.
+    """
+    from tfnorm.distribute import get_strategy
+    from tfnorm.training.precision import set_mixed_precision
+
+    strategy = get_strategy(config.strategy, devices=config.devices)
+    replicas = strategy.num_replicas_in_sync
+    if config.batch_size % replicas:
+        raise ConfigError(
+            "batch_size",
+            f"The global batch_size must divide evenly over the {replicas} "
+            f"replicas of the {config.strategy!r} strategy. "
+            f"Received: batch_size={config.batch_size}",
         )
-    checkpoint = tf.train.Checkpoint(
-        model=model,
-        optimizer=_keras.checkpointable_optimizer(optimizer),
-        step=step,
-        examples_seen=examples_seen,
-    )
+    policy = set_mixed_precision(config.mixed_precision)
+    keras.utils.set_random_seed(config.seed)
+    return strategy, policy
+
+
+def assemble(strategy, policy, model, schedule, optimizer, data_iterator=None):
+    """The `Training` of a built model and optimizer, with its checkpoint.
+
+    Call it under `strategy.scope()` and `checkpointable_random_state()`,
+    after the model's variables and the optimizer's slots exist.
+    """
+    step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
+    examples_seen = tf.Variable(0, dtype=tf.int64, trainable=False, name="examples_seen")
+    state = {
+        "model": model,
+        "optimizer": _keras.checkpointable_optimizer(optimizer),
+        "step": step,
+        "examples_seen": examples_seen,
+        "random_state": _keras.random_state_checkpoint(model),
+    }
+    if data_iterator is not None:
+        state["data_iterator"] = data_iterator
+    checkpoint = tf.train.Checkpoint(**state)
     return Training(
-        strategy, policy, model, schedule, optimizer, step, examples_seen, checkpoint
+        strategy,
+        policy,
+        model,
+        schedule,
+        optimizer,
+        step,
+        examples_seen,
+        checkpoint,
+        data_iterator,
     )
 
 
-def _optimizer(config, model, schedule):
-    """The configured optimizer with its slots built, loss-scaled if needed.
+def run_optimizer(config, model, schedule):
+    """The optimizer the run's settings describe (AdamW without decay on norms).
 
     Clipping (`clipnorm`) is the optimizer's own: it clips the gradient
     summed over the replicas on every runtime.
     """
     from tfnorm.training.optimizers import make_optimizer
-    from tfnorm.training.precision import wrap_for_mixed_precision
 
-    optimizer = make_optimizer(
+    return make_optimizer(
         config.optimizer,
         learning_rate=schedule,
         weight_decay=config.weight_decay,
         clipnorm=config.clipnorm,
         model=model,
     )
+
+
+def wrap_and_build(optimizer, model):
+    """`optimizer` loss-scaled if the policy needs it, its slots built."""
+    from tfnorm.training.precision import wrap_for_mixed_precision
+
     optimizer = wrap_for_mixed_precision(optimizer)
     _keras.build_optimizer(optimizer, model.trainable_variables)
     return optimizer

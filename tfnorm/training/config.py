@@ -44,6 +44,10 @@ from tfnorm.training.settings import (
 # Settings that fix the shapes of the checkpointed variables or the meaning of
 # the saved data position: a resumed run must agree with its checkpoint on all.
 RESUME_KEYS = (
+    "model_fn",
+    "data_fn",
+    "loss",
+    "from_logits",
     "task",
     "data",
     "num_examples",
@@ -69,7 +73,8 @@ MIN_MAX_LEN = 2
 # Synthetic examples are generated in memory, in Python.
 MAX_SYNTHETIC_EXAMPLES = 2**24
 
-DATA = "data (give --task or --data)"
+DATA = "data (give --task or --data, or --model-fn with --data-fn)"
+OWN_MODEL = "your own model (instead of tfnorm's classifier)"
 MODEL = "model"
 OPTIMISATION = "optimisation"
 RUNTIME = "runtime"
@@ -88,6 +93,25 @@ def _norm(key, value):
     return value
 
 
+def _function_spec(key, value):
+    # The form only: `train` imports the module (running user code).
+    if not isinstance(value, str) or ":" not in value.strip(":"):
+        raise ValueError(
+            f"`{key}` must be MODULE:FUNCTION (a module name or path/to/file.py, "
+            f"then the function's name). Received: {key}={value!r}"
+        )
+    return value.strip()
+
+
+def _loss_name(key, value):
+    if not isinstance(value, str) or not value.strip().isidentifier():
+        raise ValueError(
+            f"`{key}` must be the name of a Keras loss, e.g. "
+            f"sparse_categorical_crossentropy. Received: {key}={value!r}"
+        )
+    return value.strip()
+
+
 def _precision(key, value):
     return precision_mode(value, name=key)
 
@@ -101,6 +125,29 @@ class TrainConfig:
     in (`dff`, `checkpoint_dir`, `num_classes` of the synthetic tasks).
     """
 
+    # The user's own model and data.
+    model_fn: str | None = setting(
+        None, OWN_MODEL, "MODULE:FUNCTION returning a Keras model (MODULE a "
+        "module name or path/to/file.py); called under the distribution "
+        "strategy's scope. A compiled model keeps its optimizer, loss and "
+        "metrics; an uncompiled one gets the optimisation settings and --loss",
+        _function_spec, optional=True, metavar="MODULE:FUNCTION",
+    )  # fmt: skip
+    data_fn: str | None = setting(
+        None, OWN_MODEL, "MODULE:FUNCTION returning the training data or "
+        "(train, validation): tf.data.Datasets of (x, y) batches or NumPy "
+        "arrays (x, y), which the run batches by --batch-size",
+        _function_spec, optional=True, metavar="MODULE:FUNCTION",
+    )  # fmt: skip
+    loss: str | None = setting(
+        None, OWN_MODEL, "Keras loss of an uncompiled --model-fn model, e.g. "
+        "sparse_categorical_crossentropy", _loss_name, optional=True,
+        metavar="NAME",
+    )  # fmt: skip
+    from_logits: bool = setting(
+        False, OWN_MODEL, "the --loss takes logits (the model has no softmax)",
+        boolean, flags=("--from-logits",), action="store_true",
+    )  # fmt: skip
     # Data: a synthetic task or files.
     task: str | None = setting(
         None,
@@ -214,13 +261,21 @@ class TrainConfig:
         default_text="LOGDIR/checkpoints",
     )  # fmt: skip
     checkpoint_every: int = setting(
-        100, OUTPUTS, "steps between checkpoints, plus one at each epoch end",
+        100, OUTPUTS, "steps between checkpoints, plus one at the last step",
         POSITIVE,
     )  # fmt: skip
+    epoch_checkpoints: bool = setting(
+        False, OUTPUTS, "also save a checkpoint at each epoch end",
+        boolean, flags=("--epoch-checkpoints",), action="store_true",
+    )  # fmt: skip
     keep_checkpoints: int = setting(3, OUTPUTS, "checkpoints kept", POSITIVE)
-    log_every: int = setting(10, OUTPUTS, "steps between progress lines", POSITIVE)
+    log_every: int = setting(
+        10, OUTPUTS, "steps between progress lines, plus one at the last step",
+        POSITIVE,
+    )  # fmt: skip
     histogram_every: int = setting(
-        100, OUTPUTS, "steps between norm histograms in LOGDIR/norms, 0 for none",
+        100, OUTPUTS, "steps between norm histograms in LOGDIR/norms (plus "
+        "step 0 and the last step), 0 for none",
         NON_NEGATIVE,
     )  # fmt: skip
     log_file: str | None = setting(
@@ -268,7 +323,7 @@ class TrainConfig:
             ConfigError: the first bad setting; `error.key` names it and the
                 message gives the received value.
         """
-        check_one_source(self.task, self.data)
+        check_one_source(self.task, self.data, self.model_fn, self.data_fn)
         values = {
             field.name: setting_of(field).parse(field.name, getattr(self, field.name))
             for field in dataclasses.fields(self)
@@ -278,7 +333,7 @@ class TrainConfig:
             values["dff"] = 4 * values["d_model"]
         if values["checkpoint_dir"] is None:
             values["checkpoint_dir"] = os.path.join(values["logdir"], "checkpoints")
-        if values["task"] is not None and values["num_classes"] is None:
+        if values["model_fn"] is None and values["task"] is not None and values["num_classes"] is None:
             values["num_classes"] = 3
         return dataclasses.replace(self, **values)
 

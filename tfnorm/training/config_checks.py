@@ -27,21 +27,40 @@ _FILE_VOCAB = 20000
 MAX_VALUES = 2**31 - 1
 
 
-def check_one_source(task, data):
-    """Checks that exactly one of a synthetic task and a data file is given.
+def check_one_source(task, data, model_fn=None, data_fn=None):
+    """Checks that exactly one data source is given: a synthetic task, a data
+    file, or the user's `data_fn` (which goes with `model_fn`).
 
     Runs before the values are read: "both given" is the error to report
-    even when the file does not exist.
+    even when the file does not exist. `train(config, model_fn=...,
+    data_fn=...)` passes its callables here in place of the names.
     """
 
     def given(value):
         return value is not None and str(value).strip().lower() not in ("none", "null")
 
+    if given(model_fn) != given(data_fn):
+        key = "data_fn" if given(model_fn) else "model_fn"
+        raise ConfigError(
+            key,
+            "model_fn (--model-fn) and data_fn (--data-fn) go together: your "
+            "model trains on your data. Received: "
+            f"model_fn={model_fn!r}, data_fn={data_fn!r}",
+        )
+    if given(model_fn):
+        if given(task) or given(data):
+            raise ConfigError(
+                "task" if given(task) else "data",
+                "With model_fn and data_fn, the data come from data_fn: leave "
+                f"out task and data. Received: task={task!r}, data={data!r}",
+            )
+        return
     if given(task) == given(data):
         raise ConfigError(
             "task",
             "Give exactly one data source: a synthetic task (task / --task, "
-            f"one of {', '.join(SYNTHETIC_TASKS)}) or a file (data / --data). "
+            f"one of {', '.join(SYNTHETIC_TASKS)}), a file (data / --data), or "
+            "your own model_fn and data_fn (--model-fn, --data-fn). "
             f"Received: task={task!r}, data={data!r}",
         )
 
@@ -61,6 +80,8 @@ def check_combinations(values):
         raise ConfigError("d_model", str(error)) from None
     if task is not None:
         _check_task(values)
+    if values["model_fn"] is not None:
+        return  # the user's model: tfnorm's model settings do not apply
     _check_model_size(values)
     _check_norm(values["norm"], values["epsilon"])
 

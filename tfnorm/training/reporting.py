@@ -19,36 +19,47 @@ from tfnorm.training.loop import Action
 class Progress(Action):
     """Progress lines, the terminal bar, and the TensorBoard training scalars.
 
-    A line every `log_every` steps, at each epoch end and at the last step,
-    with the window's mean loss and accuracy, the learning rate, examples/s
-    (from the second step on: the first includes tracing) and the ETA.
+    A line every `log_every` steps and at the last step, with the window's
+    mean loss and metrics, the learning rate, examples/s (from the second
+    step on: the first includes tracing) and the ETA.
+
+    A step's logs are either that step's values (`loss`, and `correct`, the
+    count of right answers, from tfnorm's classifier), averaged here over
+    the window; or, with `reset`, running means kept by the model (its
+    Keras metrics, as under `fit`), reported as they are and then reset by
+    calling `reset()`.
     """
 
-    def __init__(self, log, logdir, cadence, epochs, batch_size, log_every, schedule):
+    def __init__(
+        self, log, logdir, cadence, epochs, batch_size, log_every, learning_rate,
+        reset=None,
+    ):  # fmt: skip
         self.log = log
         self.logdir = logdir
         self.cadence = cadence
         self.epochs = epochs
         self.batch_size = batch_size
         self.log_every = log_every
-        self.schedule = schedule
+        self.learning_rate = learning_rate
+        self.reset = reset
         self.metrics = {}
         self.writer = None
-        self._window = [0.0, 0.0, 0]
+        self._sums, self._steps = {}, 0
         self._rate_start, self._rate_examples = None, 0
 
     def on_start(self, step):
         self.writer = _scalar_writer(self.logdir, "train")
 
     def on_step_end(self, step, logs):
-        self._window = [
-            self._window[0] + logs["loss"],
-            self._window[1] + logs["correct"],
-            self._window[2] + 1,
-        ]
+        if self.reset is None:
+            for name, value in logs.items():
+                self._sums[name] = self._sums.get(name, 0.0) + value
+            self._steps += 1
+        else:
+            self._sums, self._steps = dict(logs), 1
         speed, eta = self._speed_and_eta(step)
         total = self.cadence.total_steps
-        if step % self.log_every == 0 or self.cadence.epoch_end(step) or step == total:
+        if self.cadence.every(step, self.log_every):
             self._report(step, speed, eta)
         self.log.bar(
             step,
@@ -67,21 +78,22 @@ class Progress(Action):
         return speed, (remaining / speed if speed else None)
 
     def _report(self, step, speed, eta):
-        loss, correct, steps = self._window
-        self._window = [0.0, 0.0, 0]
-        learning_rate = float(self.schedule(step - 1))
-        self.metrics = {
-            "loss": loss / steps,
-            "accuracy": correct / (steps * self.batch_size),
-            "learning_rate": learning_rate,
-            "examples_per_second": speed,
-        }
+        means = {name: total / self._steps for name, total in self._sums.items()}
+        if "correct" in means:
+            means["accuracy"] = means.pop("correct") / self.batch_size
+        self._sums, self._steps = {}, 0
+        if self.reset is not None:
+            self.reset()
+        learning_rate = self.learning_rate(step)
+        self.metrics = dict(
+            means, learning_rate=learning_rate, examples_per_second=speed
+        )
         _write_scalars(self.writer, self.metrics, step)
+        shown = " ".join(f"{name} {value:.4f}" for name, value in means.items())
+        rate = "?" if learning_rate is None else f"{learning_rate:.3e}"
         self.log.line(
             f"step {step}/{self.cadence.total_steps} "
-            f"epoch {self.cadence.epoch(step)}/{self.epochs} "
-            f"loss {self.metrics['loss']:.4f} "
-            f"accuracy {self.metrics['accuracy']:.4f} lr {learning_rate:.3e} "
+            f"epoch {self.cadence.epoch(step)}/{self.epochs} {shown} lr {rate} "
             f"examples/s {'?' if speed is None else round(speed, 1)} "
             f"eta {format_duration(eta)}"
         )
@@ -115,10 +127,9 @@ class Evaluation(Action):
         _write_scalars(
             self.writer, {k[len("val_") :]: v for k, v in self.metrics.items()}, step
         )
+        shown = " ".join(f"{name} {value:.4f}" for name, value in self.metrics.items())
         self.log.line(
-            f"epoch {step // self.cadence.steps_per_epoch}/{self.epochs} "
-            f"val_loss {self.metrics['val_loss']:.4f} "
-            f"val_accuracy {self.metrics['val_accuracy']:.4f}"
+            f"epoch {step // self.cadence.steps_per_epoch}/{self.epochs} {shown}"
         )
 
     def on_end(self, result):
@@ -129,40 +140,32 @@ class Evaluation(Action):
 
 
 class NormHistograms(Action):
-    """Drives a `NormHistogramCallback` with the cadence it has under `fit`.
+    """Drives a `NormHistogramCallback`: every `every_n_steps` steps and at
+    the last step, plus step 0 of a fresh run, so the first histogram shows
+    the initialised model."""
 
-    Every `every_n_steps` steps and at each epoch end, plus step 0 of a
-    fresh run, so the first histogram shows the initialised model.
-    """
-
-    def __init__(self, callback, steps_per_epoch):
+    def __init__(self, callback, every_n_steps, cadence):
         self.callback = callback
-        self.steps_per_epoch = steps_per_epoch
-        self._epoch_start = 0
+        self.every_n_steps = every_n_steps
+        self.cadence = cadence
 
     @classmethod
-    def for_model(cls, model, log_dir, probe_batch, every_n_steps, steps_per_epoch):
+    def for_model(cls, model, log_dir, probe_batch, every_n_steps, cadence):
         """The action around a new `NormHistogramCallback` for `model`."""
         from tfnorm.callbacks import NormHistogramCallback
 
         callback = NormHistogramCallback(log_dir, probe_batch, every_n_steps)
         callback.set_model(model)
-        return cls(callback, steps_per_epoch)
+        return cls(callback, every_n_steps, cadence)
 
     def on_start(self, step):
         self.callback.begin_at(step)
-        self._epoch_start = step
         if step == 0:
             self.callback.log(0)
 
     def on_step_end(self, step, logs):
-        epoch, index = divmod(step - 1, self.steps_per_epoch)
-        if index == 0 and step - 1 != self._epoch_start:
-            self._epoch_start = step - 1
-            self.callback.on_epoch_begin(epoch)
-        self.callback.on_train_batch_end(step - 1 - self._epoch_start)
-        if step % self.steps_per_epoch == 0:
-            self.callback.on_epoch_end(epoch)
+        if self.cadence.every(step, self.every_n_steps):
+            self.callback.log(step)
 
     def on_end(self, result):
         self.callback.on_train_end()

@@ -124,19 +124,22 @@ def evaluate(eval_step, dataset, batch_size):
     }
 
 
-def distribute(strategy, ids, labels):
-    """Splits one global NumPy batch over the strategy's replicas."""
+def distribute(strategy, *parts):
+    """Splits one global batch (NumPy arrays, nested freely) over the replicas.
+
+    Returns the parts as tensors, per replica where there are several.
+    """
     replicas = strategy.num_replicas_in_sync
     if replicas == 1 and not isinstance(
         strategy, tf.distribute.MultiWorkerMirroredStrategy
     ):
-        return tf.constant(ids), tf.constant(labels)
-    per_replica = ids.shape[0] // replicas
+        return tf.nest.map_structure(tf.constant, parts)
+    per_replica = tf.nest.flatten(parts)[0].shape[0] // replicas
 
     def value_fn(context):
         index = context.replica_id_in_sync_group
         part = slice(index * per_replica, (index + 1) * per_replica)
-        return tf.constant(ids[part]), tf.constant(labels[part])
+        return tf.nest.map_structure(lambda array: tf.constant(array[part]), parts)
 
     return strategy.experimental_distribute_values_from_function(value_fn)
 
@@ -144,13 +147,20 @@ def distribute(strategy, ids, labels):
 def batches(dataset, batch_size, seed, start_example=0):
     """Global batches `(ids, labels)` in an order fixed by `seed` alone.
 
-    Pass `p` over the training set visits the examples in permutation `p`
-    (seeded by `seed` and `p`); the stream of passes is cut into batches of
-    `batch_size`. Starting at `start_example` reproduces exactly the batches
-    an uninterrupted run would have seen from there, which is what lets a
-    resumed run end with the same weights.
+    See `index_batches`; starting at `start_example` reproduces exactly the
+    batches an uninterrupted run would have seen from there, which is what
+    lets a resumed run end with the same weights.
     """
-    size = len(dataset)
+    for indices in index_batches(len(dataset), batch_size, seed, start_example):
+        yield dataset.ids[indices], dataset.labels[indices]
+
+
+def index_batches(size, batch_size, seed, start_example=0):
+    """Lists of example indices, `batch_size` each, in an order fixed by `seed`.
+
+    Pass `p` over the `size` examples visits them in permutation `p` (seeded
+    by `seed` and `p`); the stream of passes is cut into batches.
+    """
     pass_index, offset = divmod(int(start_example), size)
     order = _permutation(seed, pass_index, size)
     while True:
@@ -162,7 +172,7 @@ def batches(dataset, batch_size, seed, start_example=0):
             if offset == size:
                 pass_index, offset = pass_index + 1, 0
                 order = _permutation(seed, pass_index, size)
-        yield dataset.ids[indices], dataset.labels[indices]
+        yield indices
 
 
 def _permutation(seed, pass_index, size):

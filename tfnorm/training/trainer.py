@@ -44,7 +44,7 @@ Example:
 
 from __future__ import annotations
 
-import math
+import dataclasses
 import os
 import shutil
 import sys
@@ -58,10 +58,9 @@ from tfnorm.training import (
     resume,
     run_files,
     signals,
-    steps,
+    user_code,
 )
-from tfnorm.training import data as data_lib
-from tfnorm.training.build import build_training
+from tfnorm.training.classifier import ClassifierWorkload
 from tfnorm.training.config import ConfigError, TrainConfig
 from tfnorm.training.loop import LoopResult, Stop, run_loop
 from tfnorm.training.run_files import EXIT_STATUS, ProgressLog
@@ -69,12 +68,21 @@ from tfnorm.training.run_files import EXIT_STATUS, ProgressLog
 __all__ = ["EXIT_STATUS", "train"]
 
 
-def train(config, handle_signals=True, stdout=None):
-    """Trains a `build_classifier` model as configured; returns the run summary.
+def train(config, handle_signals=True, stdout=None, *, model_fn=None, data_fn=None):
+    """Trains a model as configured; returns the run summary.
+
+    The model is `build_classifier` on the configured task or data file, or
+    the user's own: `model_fn()` returns a Keras model and `data_fn()` its
+    data (see `tfnorm.training.own_model`), given as callables here or as
+    `MODULE:FUNCTION` names in the config (`--model-fn`, `--data-fn`).
 
     Args:
         config: a `TrainConfig` or a dict of its fields (the keys of a
             `tfnorm train --config` file).
+        model_fn: optional callable returning the Keras model to train
+            (called under the run's distribution strategy scope).
+        data_fn: optional callable returning its training data, or
+            `(train, validation)`; required with `model_fn`.
         handle_signals: when True and called from the main thread, SIGTERM
             and SIGINT save a checkpoint and end the run cleanly instead of
             killing the process; the previous handlers are restored on return.
@@ -93,10 +101,12 @@ def train(config, handle_signals=True, stdout=None):
     Raises:
         ConfigError: a setting is invalid (`error.key` names it), the
             checkpoints belong to another run or none of them restores, or
-            another run holds the checkpoint directory.
+            another run holds the checkpoint directory. A `UserCodeError`
+            (a subclass) when `model_fn` or `data_fn` raised: its `details`
+            hold the traceback of the user's code.
         DataError: a data file is malformed or empty (names file and line).
     """
-    config = _resolved(config)
+    config = _resolved(config, model_fn, data_fn)
     flag = signals.StopFlag()
     # The run sets the global dtype policy for its model; a notebook's later
     # models must not inherit it.
@@ -104,12 +114,12 @@ def train(config, handle_signals=True, stdout=None):
     try:
         with ProgressLog(stdout or sys.stdout, config.log_file) as log:
             with flag.installed(handle_signals):
-                return _Run(config, log, flag).run()
+                return _Run(config, log, flag, _workload(config, log, model_fn, data_fn)).run()
     finally:
         _keras.set_global_policy(previous_policy)
 
 
-def _resolved(config):
+def _resolved(config, model_fn, data_fn):
     if isinstance(config, dict):
         config = TrainConfig.from_dict(config)
     elif not isinstance(config, TrainConfig):
@@ -118,75 +128,57 @@ def _resolved(config):
             "config must be a TrainConfig or a dict. "
             f"Received: config={type(config).__name__}",
         )
-    return config.resolve()
+    # Callables are recorded by name: the name is what a resume compares.
+    named = {
+        key: user_code.describe(function)
+        for key, function in (("model_fn", model_fn), ("data_fn", data_fn))
+        if function is not None
+    }
+    return dataclasses.replace(config, **named).resolve()
+
+
+def _workload(config, log, model_fn, data_fn):
+    if config.model_fn is None:
+        return ClassifierWorkload(config, log)
+    from tfnorm.training.own_model import OwnModelWorkload
+
+    return OwnModelWorkload(config, log, model_fn=model_fn, data_fn=data_fn)
 
 
 class _Run:
     """One call of `train`: checks, claims the directories, trains, summarises."""
 
-    def __init__(self, config, log, flag):
+    def __init__(self, config, log, flag, workload):
         from tfnorm.distribute import is_chief
 
         self.config = config
         self.log = log
         self.flag = flag
+        self.workload = workload
         self.is_chief = is_chief()
-        self.vocabulary = self.data_sha256 = None
         self.resumed = resume.Resumed()
 
     def run(self):
         self.started = time.time()
         inspected = resume.inspect(self.config.checkpoint_dir)
-        train_set, val_set = self._load_data(*inspected)
-        self.data_summary = run_files.data_summary(train_set, val_set, self.data_sha256)
-        cadence = self._cadence(train_set)
-        parts = build_training(self.config, train_set, cadence.total_steps)
+        self.workload.load(*inspected)
+        cadence = self._cadence()
+        parts = self.workload.build(cadence.total_steps)
         with resume.claimed(self.config, self.log, self.is_chief, inspected):
             self.resumed = resume.restore(
                 parts.checkpoint, self.config.checkpoint_dir, self.log, self.is_chief
             )
-            start = self._start_step(parts, train_set, cadence)
-            summary = self._train(parts, train_set, val_set, cadence, start)
+            start = self._start_step(parts, cadence)
+            summary = self._train(parts, cadence, start)
             self._write_summary(summary)
             return summary
 
     # ------------------------------------------------ before anything is written
 
-    def _load_data(self, saved, has_checkpoint):
-        """The training and validation sets; every data problem surfaces here."""
+    def _cadence(self):
         config = self.config
-        if config.data:
-            self.data_sha256 = run_files.file_sha256(config.data)
-        if saved is not None and has_checkpoint:
-            run_files.check_same_run(config, saved, self.data_sha256)
-        if config.task:
-            return data_lib.make_synthetic(
-                config.task,
-                num_examples=config.num_examples,
-                max_len=config.max_len,
-                seed=config.seed,
-                vocab_size=config.vocab_size,
-                num_classes=config.num_classes,
-            )
-        vocabulary, note = run_files.saved_vocabulary(
-            config.checkpoint_dir, has_checkpoint
-        )
-        if note:
-            self.log.line(note)
-        train_set, val_set, self.vocabulary = data_lib.load_text_data(
-            config.data,
-            config.val_data,
-            max_len=config.max_len,
-            max_tokens=config.vocab_size or 20000,
-            vocabulary=vocabulary,
-            num_classes=config.num_classes,
-        )
-        return train_set, val_set
-
-    def _cadence(self, train_set):
-        config = self.config
-        steps_per_epoch = config.steps_per_epoch or math.ceil(
-            len(train_set) / config.batch_size
+        steps_per_epoch = config.steps_per_epoch or self.workload.steps_per_epoch(
+            config.batch_size
         )
         total_steps = config.epochs * steps_per_epoch
         if config.warmup_steps > total_steps:
@@ -196,43 +188,42 @@ class _Run:
                 f"(epochs={config.epochs} x steps_per_epoch={steps_per_epoch}). "
                 f"Received: warmup_steps={config.warmup_steps}",
             )
-        return actions.Cadence(steps_per_epoch, total_steps, config.checkpoint_every)
+        return actions.Cadence(
+            steps_per_epoch,
+            total_steps,
+            config.checkpoint_every,
+            epoch_checkpoints=config.epoch_checkpoints,
+        )
 
-    def _start_step(self, parts, train_set, cadence):
+    def _start_step(self, parts, cadence):
         if self.resumed.checkpoint:
             start = int(parts.step.numpy())
             self.log.line(f"resumed from step {start} ({self.resumed.checkpoint})")
             return start
+        examples = len(self.workload)
         self.log.line(
             f"starting from step 0: {cadence.total_steps} steps "
             f"({self.config.epochs} epochs x {cadence.steps_per_epoch}), "
-            f"{len(train_set)} training examples from {train_set.source}, "
+            + (f"{examples} training examples from " if examples else "data from ")
+            + f"{self.workload.source}, "
             f"{parts.replicas} replica(s), policy {parts.policy}"
         )
         return 0
 
-    def _write_run_files(self, train_set):
+    def _write_run_files(self):
         if not self.is_chief:
             return
-        identity = {
-            "data_sha256": self.data_sha256,
-            "vocab_size": train_set.vocab_size,
-            "num_classes": train_set.num_classes,
-        }
-        run_files.write_run_config(self.config, identity)
-        if self.vocabulary is not None:
-            run_files.save_vocabularies(self.vocabulary, self.config)
+        run_files.write_run_config(self.config, self.workload.identity())
+        self.workload.write_files()
 
     # ------------------------------------------------------------------ training
 
-    def _train(self, parts, train_set, val_set, cadence, start):
+    def _train(self, parts, cadence, start):
         """Runs the loop; returns the summary however it ends (re-raises bugs)."""
-        step_fn = steps.classifier_step_fn(
-            parts, train_set, self.config.batch_size, self.config.seed
-        )
-        run_actions = self._actions(parts, train_set, val_set, cadence)
+        step_fn = self.workload.step_fn(parts)
+        run_actions = self._actions(parts, cadence)
         try:
-            self._write_run_files(train_set)
+            self._write_run_files()
             result = run_loop(step_fn, start, cadence.total_steps, run_actions)
         except BaseException as error:
             # Ctrl-C in a notebook (signals not handled) ends as "interrupted".
@@ -246,9 +237,9 @@ class _Run:
                 raise
         return self._finish(result, parts, run_actions, cadence)
 
-    def _actions(self, parts, train_set, val_set, cadence):
+    def _actions(self, parts, cadence):
         """The run's actions, in the order the module docstring gives."""
-        probe_batch = train_set.ids[: min(len(train_set), 64)]
+        probe_batch = self.workload.probe_batch
         checkpointing = self._checkpointing(parts, cadence)
         last_checkpoint = lambda: checkpointing.last_path  # noqa: E731
         # Only the chief writes TensorBoard logs.
@@ -258,10 +249,15 @@ class _Run:
             chosen.append(
                 self._norm_histograms(parts.model, logdir, probe_batch, cadence)
             )
-        chosen.append(self._progress(parts.schedule, logdir, cadence))
+        chosen.append(self._progress(parts, logdir, cadence))
         chosen.append(checkpointing)
-        if val_set is not None:
-            chosen.append(self._evaluation(parts.model, val_set, logdir, cadence))
+        evaluate = self.workload.evaluate_fn(parts)
+        if evaluate is not None:
+            chosen.append(
+                reporting.Evaluation(
+                    evaluate, logdir, cadence, self.config.epochs, self.log
+                )
+            )
         chosen.append(signals.SignalStop(self.flag, self.log, last_checkpoint))
         return chosen
 
@@ -279,11 +275,12 @@ class _Run:
             os.path.join(logdir, "norms"),
             probe_batch,
             self.config.histogram_every,
-            cadence.steps_per_epoch,
+            cadence,
         )
 
-    def _progress(self, schedule, logdir, cadence):
+    def _progress(self, parts, logdir, cadence):
         config = self.config
+        reset_window = getattr(self.workload, "reset_window", None)
         return reporting.Progress(
             self.log,
             logdir,
@@ -291,18 +288,8 @@ class _Run:
             config.epochs,
             config.batch_size,
             config.log_every,
-            schedule,
-        )
-
-    def _evaluation(self, model, val_set, logdir, cadence):
-        config = self.config
-        eval_step = steps.make_eval_step(model, config.max_len)
-        return reporting.Evaluation(
-            lambda: steps.evaluate(eval_step, val_set, config.batch_size),
-            logdir,
-            cadence,
-            config.epochs,
-            self.log,
+            parts.learning_rate,
+            reset=reset_window(parts) if reset_window else None,
         )
 
     # ------------------------------------------------------------------ the end
@@ -348,11 +335,11 @@ class _Run:
 
     def _export(self, model):
         if self.is_chief:
-            return run_files.export_model(model, self.config.logdir)
+            return self.workload.export(model, self.config.logdir)
         # Every worker takes part in saving; only the chief's copy is kept.
         scratch = resume.own_checkpoint_dir(self.config, self.is_chief)
         os.makedirs(scratch, exist_ok=True)
-        run_files.export_model(model, scratch)
+        self.workload.export(model, scratch)
         shutil.rmtree(scratch, ignore_errors=True)
         return None
 
@@ -370,7 +357,7 @@ class _Run:
             metrics=metrics,
             checkpoint=checkpointing.last_path,
             resumed=self.resumed,
-            data=self.data_summary,
+            data=self.workload.data_summary,
             model_path=model_path,
             seconds=time.time() - self.started,
         )

@@ -1,0 +1,93 @@
+"""A Transformer text classifier written the keras.io way, for `tfnorm train`.
+
+The model is the one of the keras.io example "Text classification with
+Transformer": a `TransformerBlock` layer holding Keras's own
+`LayerNormalization`s, token and position embeddings, mean pooling and a
+softmax head, compiled in `build_model`. The data are made here (no
+download): sequences of word ids whose label says whether most words come
+from the first half of the vocabulary, so the run shows learning in a
+minute on a CPU.
+
+Train it in the background (the container's SSH session, or any shell):
+
+    nohup tfnorm train --model-fn examples/keras_transformer_classifier.py:build_model \\
+        --data-fn examples/keras_transformer_classifier.py:load_data \\
+        --epochs 3 --logdir runs/keras-classifier --log-file runs/keras-classifier.log &
+
+Copy this file and replace `build_model` and `load_data` with yours.
+"""
+
+import numpy as np
+import tensorflow as tf
+
+keras = tf.keras
+layers = keras.layers
+
+VOCAB_SIZE = 200
+MAX_LEN = 32
+EMBED_DIM = 32
+NUM_HEADS = 2
+FF_DIM = 64
+
+
+class TransformerBlock(layers.Layer):
+    def __init__(self, embed_dim, num_heads, ff_dim, rate=0.1, **kwargs):
+        super().__init__(**kwargs)
+        self.att = layers.MultiHeadAttention(num_heads=num_heads, key_dim=embed_dim)
+        self.ffn = keras.Sequential(
+            [layers.Dense(ff_dim, activation="relu"), layers.Dense(embed_dim)]
+        )
+        self.layernorm1 = layers.LayerNormalization(epsilon=1e-6)
+        self.layernorm2 = layers.LayerNormalization(epsilon=1e-6)
+        self.dropout1 = layers.Dropout(rate)
+        self.dropout2 = layers.Dropout(rate)
+
+    def call(self, inputs, training=None):
+        attn_output = self.att(inputs, inputs)
+        attn_output = self.dropout1(attn_output, training=training)
+        out1 = self.layernorm1(inputs + attn_output)
+        ffn_output = self.ffn(out1)
+        ffn_output = self.dropout2(ffn_output, training=training)
+        return self.layernorm2(out1 + ffn_output)
+
+
+class TokenAndPositionEmbedding(layers.Layer):
+    def __init__(self, maxlen, vocab_size, embed_dim, **kwargs):
+        super().__init__(**kwargs)
+        self.token_emb = layers.Embedding(input_dim=vocab_size, output_dim=embed_dim)
+        self.pos_emb = layers.Embedding(input_dim=maxlen, output_dim=embed_dim)
+
+    def call(self, x):
+        maxlen = tf.shape(x)[-1]
+        positions = tf.range(start=0, limit=maxlen, delta=1)
+        return self.token_emb(x) + self.pos_emb(positions)
+
+
+def build_model():
+    inputs = layers.Input(shape=(MAX_LEN,))
+    x = TokenAndPositionEmbedding(MAX_LEN, VOCAB_SIZE, EMBED_DIM)(inputs)
+    x = TransformerBlock(EMBED_DIM, NUM_HEADS, FF_DIM)(x)
+    x = layers.GlobalAveragePooling1D()(x)
+    x = layers.Dropout(0.1)(x)
+    x = layers.Dense(20, activation="relu")(x)
+    x = layers.Dropout(0.1)(x)
+    outputs = layers.Dense(2, activation="softmax")(x)
+    model = keras.Model(inputs=inputs, outputs=outputs)
+    model.compile(
+        optimizer=keras.optimizers.Adam(1e-3),
+        loss="sparse_categorical_crossentropy",
+        metrics=["accuracy"],
+    )
+    return model
+
+
+def load_data(num_examples=2000, seed=0):
+    """`((x_train, y_train), (x_val, y_val))` as NumPy arrays."""
+    rng = np.random.RandomState(seed)
+    low = rng.randint(1, VOCAB_SIZE // 2, size=(num_examples, MAX_LEN))
+    high = rng.randint(VOCAB_SIZE // 2, VOCAB_SIZE, size=(num_examples, MAX_LEN))
+    share = rng.uniform(0.2, 0.8, size=(num_examples, 1))
+    x = np.where(rng.uniform(size=(num_examples, MAX_LEN)) < share, low, high)
+    y = (share[:, 0] > 0.5).astype("int32")
+    split = num_examples * 4 // 5
+    return (x[:split], y[:split]), (x[split:], y[split:])

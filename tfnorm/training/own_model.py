@@ -1,0 +1,469 @@
+"""The workload of `tfnorm train --model-fn ... --data-fn ...`: the user's model.
+
+`model_fn()` returns a Keras model (functional, Sequential or subclassed); it
+is called under the run's distribution strategy scope and dtype policy. A
+compiled model keeps its optimizer, loss and metrics; an uncompiled one is
+compiled with the run's optimizer settings (learning rate, warm-up, AdamW
+without decay on norms and biases, clipping) and the loss the run names.
+
+`data_fn()` returns the training data, or `(train, validation)`, or a dict
+with `"train"` and `"validation"`; each part is a `tf.data.Dataset` of
+`(x, y)` or `(x, y, sample_weight)` batches, or a tuple of NumPy arrays
+`(x, y)` / `(x, y, sample_weight)` (`x` may be a dict or list of arrays).
+
+Exact resume after `kill -9`: arrays are batched by the run in an order
+fixed by `--seed` (the checkpoint keeps the position); a dataset's iterator
+is saved in every checkpoint (so a shuffle buffer is saved too: keep it
+modest), and the dataset itself must be deterministic (seeded shuffles).
+The dropout generators' state is saved with the model.
+
+The training step is the model's own `train_step` (so a model that
+overrides it trains as under `fit`); the logs are the model's metrics.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import re
+
+import numpy as np
+
+from tfnorm import _keras
+from tfnorm._keras import keras, tf
+from tfnorm.training import run_files, steps, user_code
+from tfnorm.training.build import assemble, prepare_runtime, run_optimizer
+from tfnorm.training.config import ConfigError
+from tfnorm.training.data import DataError
+
+#: Examples of a batch the norm probes (NaN guard, histograms) look at.
+PROBE_EXAMPLES = 64
+_DATA_FORMS = (
+    "a tf.data.Dataset of (x, y) batches, NumPy arrays (x, y), or a "
+    "(train, validation) pair of those"
+)
+
+
+class ArrayData:
+    """`(x, y[, sample_weight])` NumPy arrays, batched by the run."""
+
+    def __init__(self, parts, role):
+        self.parts = tuple(
+            tf.nest.map_structure(np.asarray, part) for part in parts if part is not None
+        )
+        sizes = {int(a.shape[0]) if a.ndim else 0 for a in tf.nest.flatten(self.parts)}
+        if len(sizes) != 1 or 0 in sizes:
+            raise DataError(
+                f"data_fn's {role} arrays must hold the same number (>= 1) of "
+                f"examples in their first dimension. Received: "
+                f"{role}={_shapes(self.parts)}"
+            )
+        self.size = sizes.pop()
+
+    def __len__(self):
+        return self.size
+
+    def describe(self):
+        return f"{self.size} examples {_shapes(self.parts)}"
+
+    def take(self, indices):
+        return tf.nest.map_structure(lambda a: a[indices], self.parts)
+
+    def sha256(self):
+        digest = hashlib.sha256()
+        for array in tf.nest.flatten(self.parts):
+            digest.update(str((array.dtype.str, array.shape)).encode())
+            digest.update(np.ascontiguousarray(array).tobytes())
+        return digest.hexdigest()
+
+
+class DatasetData:
+    """A `tf.data.Dataset` of batches, consumed through a saved iterator."""
+
+    def __init__(self, dataset, role):
+        spec = dataset.element_spec
+        if not isinstance(spec, tuple) or len(spec) not in (2, 3):
+            raise DataError(
+                f"data_fn's {role} dataset must yield (x, y) or (x, y, "
+                f"sample_weight) batches. Received: element_spec={spec}"
+            )
+        self.dataset = dataset
+        self.batches = int(dataset.cardinality())
+
+    def describe(self):
+        known = self.batches >= 0
+        return f"{self.batches if known else 'an unknown number of'} batches"
+
+    def first_batch(self):
+        for batch in self.dataset.take(1):
+            return batch
+        raise DataError("data_fn's training dataset is empty.")
+
+
+class OwnModelWorkload:
+    """The user's `model_fn` model trained on the user's `data_fn` data."""
+
+    def __init__(self, config, log, model_fn=None, data_fn=None):
+        self.config = config
+        self.log = log
+        self.model_spec = config.model_fn or user_code.describe(model_fn)
+        self.data_spec = config.data_fn or user_code.describe(data_fn)
+        self.model_fn = model_fn or user_code.load_function("model_fn", config.model_fn)
+        self.data_fn = data_fn or user_code.load_function("data_fn", config.data_fn)
+        self.saved = None
+        self.data_sha256 = self.signature = self.weight_count = None
+
+    @property
+    def source(self):
+        return self.data_spec
+
+    def load(self, saved, has_checkpoint):
+        """Calls `data_fn`; checks the data's form (not yet against the model)."""
+        result = user_code.call("data_fn", self.data_spec, self.data_fn)
+        self.train, self.val = _split(result)
+        if isinstance(self.train, ArrayData):
+            self.data_sha256 = self.train.sha256()
+        if saved is not None and has_checkpoint:
+            self.saved = saved
+            run_files.check_same_run(self.config, saved, self.data_sha256)
+        self.data_summary = {
+            "source": self.data_spec,
+            "train": self.train.describe(),
+            "validation": self.val.describe() if self.val is not None else None,
+            "sha256": self.data_sha256,
+        }
+
+    def __len__(self):
+        return len(self.train) if isinstance(self.train, ArrayData) else 0
+
+    def steps_per_epoch(self, batch_size):
+        if isinstance(self.train, ArrayData):
+            return math.ceil(len(self.train) / batch_size)
+        if self.train.batches > 0:
+            return self.train.batches
+        raise ConfigError(
+            "steps_per_epoch",
+            "data_fn's training dataset has no known length (it repeats or "
+            "comes from a generator): give steps_per_epoch (--steps-per-epoch). "
+            f"Received: steps_per_epoch={self.config.steps_per_epoch!r}",
+        )
+
+    # ------------------------------------------------------------------ build
+
+    def build(self, total_steps):
+        config = self.config
+        strategy, policy = prepare_runtime(config)
+        probe = self._probe_batch()
+        self.probe_batch = probe[0]
+        with strategy.scope(), _keras.checkpointable_random_state():
+            model = self._call_model_fn()
+            _run(model, probe, "data_fn's batches cannot be fed to model_fn's model")
+            schedule = None
+            if not _keras.is_compiled(model):
+                schedule = self._compile(model, total_steps)
+            self._check_loss(model, strategy, probe)
+            self._check_signature(model)
+            optimizer = model.optimizer
+            _keras.build_optimizer(optimizer, model.trainable_variables)
+            iterator = None
+            if isinstance(self.train, DatasetData):
+                iterator = _iterator(strategy, self.train.dataset.repeat())
+            return assemble(strategy, policy, model, schedule, optimizer, iterator)
+
+    def _call_model_fn(self):
+        model = user_code.call("model_fn", self.model_spec, self.model_fn)
+        if not isinstance(model, keras.Model):
+            raise ConfigError(
+                "model_fn",
+                f"model_fn {self.model_spec} returned {type(model).__name__}, not "
+                f"a Keras model of this runtime ({_keras.FLAVOUR} "
+                f"{_keras.KERAS_VERSION}: build it with tf.keras). "
+                f"Received: model_fn={self.model_spec!r}",
+            )
+        return model
+
+    def _compile(self, model, total_steps):
+        from tfnorm.training.schedules import WarmupSchedule
+
+        config = self.config
+        if config.loss is None:
+            raise ConfigError(
+                "loss",
+                f"model_fn {self.model_spec} returned a model that is not "
+                "compiled: compile it in model_fn, or name its loss (--loss, "
+                "e.g. sparse_categorical_crossentropy). Received: loss=None",
+            )
+        schedule = WarmupSchedule(
+            config.learning_rate, config.warmup_steps, total_steps, decay=config.decay
+        )
+        loss = _loss(config.loss, config.from_logits)
+        metrics = ["accuracy"] if "categorical" in config.loss.lower() else []
+        model.compile(
+            optimizer=run_optimizer(config, model, schedule), loss=loss, metrics=metrics
+        )
+        return schedule
+
+    def _check_loss(self, model, strategy, probe):
+        """One evaluation step on the probe batch: labels that do not fit the
+        model's outputs fail here, naming data_fn, before anything is saved."""
+        _run(
+            model,
+            probe,
+            "data_fn's labels do not fit model_fn's outputs and loss",
+            lambda: strategy.run(model.test_step, args=(probe,)),
+        )
+        model.reset_metrics()
+
+    def _check_signature(self, model):
+        self.signature = model_signature(model)
+        self.weight_count = len(model.weights)
+        saved = (self.saved or {}).get(run_files.IDENTITY_KEY) or {}
+        before = saved.get("model_signature")
+        if before and before != self.signature:
+            raise ConfigError(
+                "model_fn",
+                f"the model model_fn {self.model_spec} builds now has other "
+                f"weights ({len(model.weights)} now, {saved.get('model_weights')} "
+                f"then, or other shapes) than the one the checkpoints in "
+                f"{self.config.checkpoint_dir} were made with; nothing was "
+                "restored. Restore the code, or start over with another "
+                f"--checkpoint-dir. Received: model_fn={self.model_spec!r}",
+            )
+
+    def _probe_batch(self):
+        if isinstance(self.train, ArrayData):
+            count = min(len(self.train), PROBE_EXAMPLES)
+            return self.train.take(np.arange(count))
+        batch = self.train.first_batch()
+        return tf.nest.map_structure(lambda t: t[:PROBE_EXAMPLES], tuple(batch))
+
+    # ------------------------------------------------------------------ run
+
+    def identity(self):
+        return {
+            "data_sha256": self.data_sha256,
+            "model_signature": self.signature,
+            "model_weights": self.weight_count,
+        }
+
+    def write_files(self):
+        """Nothing beside the checkpoints: the user's code is the model's recipe."""
+
+    def step_fn(self, training):
+        train_step = make_train_step(training.model, training.strategy)
+        if training.data_iterator is not None:
+            return _dataset_step_fn(training, train_step)
+        return _array_step_fn(training, train_step, self.train, self.config)
+
+    def reset_window(self, training):
+        """The logs are running means since the last reset (as under `fit`)."""
+        return training.model.reset_metrics
+
+    def evaluate_fn(self, training):
+        if self.val is None:
+            return None
+        model, batch_size = training.model, self.config.batch_size
+
+        def evaluate():
+            if isinstance(self.val, ArrayData):
+                x, y, *weights = self.val.parts
+                sample_weight = weights[0] if weights else None
+                results = model.evaluate(
+                    x, y, sample_weight=sample_weight, batch_size=batch_size,
+                    verbose=0, return_dict=True,
+                )  # fmt: skip
+            else:
+                results = model.evaluate(self.val.dataset, verbose=0, return_dict=True)
+            model.reset_metrics()
+            return {f"val_{name}": float(value) for name, value in _scalars(results)}
+
+        return evaluate
+
+    def export(self, model, directory):
+        """The saved model, or its weights when the model cannot be saved whole
+        (a subclassed model without `get_config`, say)."""
+        try:
+            return run_files.export_model(model, directory)
+        except OSError:
+            raise
+        except Exception as error:  # the user's classes decide what saves
+            path = os.path.join(directory, "model.weights.h5")
+            model.save_weights(path)
+            self.log.line(
+                f"the model cannot be saved whole ({type(error).__name__}: "
+                f"{' '.join(str(error).split())[:200]}); saved its weights to {path} "
+                f"(rebuild it with {self.model_spec} and load_weights)"
+            )
+            return path
+
+
+def model_signature(model):
+    """A digest of the model's weights (order, shapes, dtypes, names without
+    Keras's per-process `_N` suffixes): changes when the model's code does."""
+    entries = [
+        [re.sub(r"_\d+(?=/|$)", "", _weight_name(w)), list(w.shape), str(w.dtype)]
+        for w in model.weights
+    ]
+    return hashlib.sha256(json.dumps(entries).encode()).hexdigest()
+
+
+def make_train_step(model, strategy):
+    """A compiled step: batch (or iterator) -> the model's metrics, as `fit` runs them."""
+
+    def replica_step(data):
+        return model.train_step(data)
+
+    if _keras.model_jit_compile(model):
+        replica_step = tf.function(replica_step, jit_compile=True)
+
+    def first_replica(outputs):
+        return tf.nest.map_structure(
+            lambda v: strategy.experimental_local_results(v)[0], outputs
+        )
+
+    @tf.function
+    def on_batch(data):
+        return first_replica(strategy.run(replica_step, args=(data,)))
+
+    @tf.function
+    def on_iterator(iterator):
+        return first_replica(strategy.run(replica_step, args=(next(iterator),)))
+
+    return on_batch, on_iterator
+
+
+def _array_step_fn(training, train_step, data, config):
+    on_batch, _ = train_step
+    stream = steps.index_batches(
+        len(data), config.batch_size, config.seed, int(training.examples_seen.numpy())
+    )
+
+    def step_fn(step):
+        batch = data.take(next(stream))
+        logs = on_batch(steps.distribute(training.strategy, *batch))
+        training.step.assign(step)
+        training.examples_seen.assign_add(config.batch_size)
+        return dict(_scalars(logs))
+
+    return step_fn
+
+
+def _dataset_step_fn(training, train_step):
+    _, on_iterator = train_step
+    iterator = training.data_iterator
+
+    def step_fn(step):
+        logs = on_iterator(iterator)
+        training.step.assign(step)
+        return dict(_scalars(logs))
+
+    return step_fn
+
+
+def _split(result):
+    """`(train, validation or None)` from what `data_fn` returned."""
+    if isinstance(result, dict) and "train" in result:
+        unknown = set(result) - {"train", "validation"}
+        if unknown:
+            raise DataError(
+                f"data_fn returned a dict with keys {sorted(unknown)}; only "
+                "'train' and 'validation' are read."
+            )
+        return _part(result["train"], "train"), _optional(result.get("validation"))
+    if isinstance(result, (tuple, list)) and len(result) == 2:
+        first, second = result
+        if isinstance(first, (tf.data.Dataset, tuple, list)):
+            return _part(first, "train"), _optional(second)
+    return _part(result, "train"), None
+
+
+def _optional(part):
+    return None if part is None else _part(part, "validation")
+
+
+def _part(part, role):
+    if isinstance(part, tf.data.Dataset):
+        return DatasetData(part, role)
+    if isinstance(part, (tuple, list)) and len(part) in (2, 3):
+        try:
+            return ArrayData(part, role)
+        except (TypeError, ValueError) as error:
+            if isinstance(error, DataError):
+                raise
+            raise DataError(f"data_fn's {role} data are not arrays ({error}).") from None
+    raise DataError(
+        f"data_fn must return {_DATA_FORMS}. Received for {role}: "
+        f"{type(part).__name__}"
+    )
+
+
+def _iterator(strategy, dataset):
+    if strategy.num_replicas_in_sync == 1 and not isinstance(
+        strategy, tf.distribute.MultiWorkerMirroredStrategy
+    ):
+        return iter(dataset)
+    return iter(strategy.experimental_distribute_dataset(dataset))
+
+
+def _run(model, probe, what, call=None):
+    """`call()` (default: the model on the probe inputs); a failure becomes a
+    `DataError` saying `what`, with the shapes involved."""
+    try:
+        if call is None:
+            model(probe[0], training=False)
+        else:
+            call()
+    except (TypeError, ValueError, tf.errors.OpError) as error:
+        from tfnorm.callbacks.probe import _reason
+
+        raise DataError(
+            f"{what} ({_reason(error, limit=300)}). The first training batch: "
+            f"{_shapes(probe)}"
+        ) from None
+
+
+def _loss(name, from_logits):
+    if from_logits:
+        config = {"class_name": _class_name(name), "config": {"from_logits": True}}
+        try:
+            return keras.losses.get(config)
+        except (TypeError, ValueError) as error:
+            raise ConfigError(
+                "from_logits", f"loss {name!r} takes no from_logits ({error})"
+            ) from None
+    try:
+        return keras.losses.get(name)
+    except (TypeError, ValueError):
+        raise ConfigError(
+            "loss", f"unknown Keras loss. Received: loss={name!r}"
+        ) from None
+
+
+def _class_name(name):
+    if "_" not in name and name[:1].isupper():
+        return name
+    return "".join(part.capitalize() for part in name.split("_"))
+
+
+def _scalars(logs):
+    for name, value in logs.items():
+        value = np.asarray(value)
+        if value.shape == ():
+            yield name, float(value)
+
+
+def _weight_name(weight):
+    return getattr(weight, "path", None) or weight.name.split(":")[0]
+
+
+def _shapes(structure):
+    def describe(value):
+        shape = getattr(value, "shape", None)
+        dtype = getattr(value, "dtype", None)
+        if shape is None:
+            return type(value).__name__
+        return f"{getattr(dtype, 'name', dtype)}{list(shape)}"
+
+    return str(tf.nest.map_structure(describe, structure))
