@@ -80,6 +80,8 @@ RUN python3 -m pip install --no-cache-dir -c /opt/tfnorm/tf-stack-constraints.tx
 # tfnorm_entrypoint/ beside it), the healthcheck and the sshd_config template.
 COPY docker/ /opt/tfnorm/docker/
 COPY docker/profile-session-env.sh /etc/profile.d/tfnorm-session-env.sh
+# Modules to copy for `tfnorm train --model-fn/--data-fn` (README).
+COPY examples/ /workspace/examples/
 
 # CUDA_CACHE_PATH is a volume in docker-compose.yml: on GPUs newer than the
 # ones TF 2.9 was compiled for (Ada, Hopper) its kernels are JIT-compiled from

@@ -242,13 +242,13 @@ def test_malformed_csv_fails_fast_with_file_and_line(
 # ------------------------------------------------------- subprocess runs
 
 
-def command(logdir, *extra):
+def command(logdir, *extra, model_flags=None):
     return [
         sys.executable,
         "-m",
         "tfnorm",
         "train",
-        *TINY_FLAGS,
+        *(TINY_FLAGS if model_flags is None else model_flags),
         "--logdir",
         str(logdir),
         "--log-file",
@@ -257,10 +257,10 @@ def command(logdir, *extra):
     ]
 
 
-def run_to_end(logdir, *extra):
+def run_to_end(logdir, *extra, model_flags=None):
     """Runs `tfnorm train` (tiny) in a subprocess until it exits."""
     return subprocess.run(
-        command(logdir, *extra),
+        command(logdir, *extra, model_flags=model_flags),
         capture_output=True,
         text=True,
         env=environment(),
@@ -276,11 +276,11 @@ def environment():
     return env
 
 
-def start(logdir, *extra):
+def start(logdir, *extra, model_flags=None):
     logdir.mkdir(parents=True, exist_ok=True)
     stdout = open(logdir / "stdout.txt", "w")
     process = subprocess.Popen(
-        command(logdir, *extra),
+        command(logdir, *extra, model_flags=model_flags),
         stdout=stdout,
         stderr=subprocess.STDOUT,
         env=environment(),

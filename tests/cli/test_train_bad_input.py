@@ -140,6 +140,63 @@ DATA_CASES = [
 ]  # fmt: skip
 
 
+USER_MODULE = os.path.join(REPO, "tests", "training", "user_module.py")
+
+
+def own(model_fn, data_fn, *extra):
+    """`--model-fn`/`--data-fn` flags naming functions of the tests' user module."""
+
+    def arguments(tmp_path):
+        argv = ["--logdir", str(tmp_path / "run"), *extra]
+        if model_fn:
+            argv += ["--model-fn", f"{USER_MODULE}:{model_fn}"]
+        if data_fn:
+            argv += ["--data-fn", f"{USER_MODULE}:{data_fn}"]
+        return argv
+
+    return arguments
+
+
+OWN_MODEL_CASES = [
+    ("missing module", lambda t: ["--model-fn", "no_such_module_x:build", "--data-fn", "no_such_module_x:data", "--logdir", str(t / "run")], r"--model-fn \(config key model_fn\): no module named 'no_such_module_x'"),
+    ("missing function", own("build_everything", "array_data"), r"--model-fn .* has no function 'build_everything'"),
+    ("model without data", own("compiled_model", None), r"--data-fn .* go together"),
+    ("model and a task", own("compiled_model", "array_data", "--task", "sorted"), r"--task .* leave out task and data"),
+    ("returns no model", own("no_model", "array_data"), r"--model-fn .* returned NoneType, not a Keras model"),
+    ("uncompiled, no loss", own("subclassed_model", "array_data"), r"--loss .* not compiled"),
+    ("data of the wrong shape", own("compiled_model", "wrong_shape_data"), r"data_fn's batches cannot be fed to model_fn's model"),
+    ("labels outside the outputs", own("compiled_model", "labels_outside_outputs"), r"data_fn's labels do not fit model_fn's outputs"),
+    ("data of no known form", own("compiled_model", "not_data"), r"data_fn must return .* Received for train: str"),
+    ("unknown loss", own("subclassed_model", "array_data", "--loss", "hinge_of_doom"), r"unknown Keras loss"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "arguments, expected",
+    [pytest.param(a, e, id=name) for name, a, e in OWN_MODEL_CASES],
+)
+def test_bad_model_and_data_functions_are_one_line_exit_2(
+    tmp_path, capsys, arguments, expected
+):
+    status, error = run_train(tmp_path, capsys, arguments)
+    assert_one_line_error(status, error, expected)
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_raising_model_fn_is_one_line_then_the_users_traceback(tmp_path, capsys):
+    status, error = run_train(tmp_path, capsys, own("raising_model", "array_data"))
+    first, rest = error.split("\n", 1)
+    assert status == 2
+    assert re.match(
+        r"tfnorm train: error: --model-fn \(config key model_fn\): model_fn "
+        r".*user_module.py:raising_model raised RuntimeError: the GPU is on fire",
+        first,
+    ), first
+    assert rest.startswith("Traceback (most recent call last):")
+    assert "user_module.py" in rest and "tfnorm/training" not in rest
+    assert not (tmp_path / "run").exists()
+
+
 def run_train(tmp_path, capsys, arguments):
     argv = ["train", *arguments(tmp_path), "--histogram-every", "0"]
     try:

@@ -4,24 +4,33 @@ from __future__ import annotations
 
 from tests.training.fakes import CADENCE, FakeModel, FakeWriter, Log, ones
 from tfnorm.training import actions, reporting
+from tfnorm.training.actions import Cadence
 from tfnorm.training.loop import Stop, run_loop
 
 
-def test_cadence_checkpoints_every_n_steps_and_at_epoch_ends():
-    assert [s for s in range(1, 13) if CADENCE.checkpoint_due(s)] == [4, 6, 8, 12]
+def test_cadence_counts_steps_and_adds_the_last_step():
+    assert [s for s in range(1, 13) if CADENCE.checkpoint_due(s)] == [4, 8, 12]
     assert [CADENCE.epoch(s) for s in (1, 6, 7, 12)] == [1, 1, 2, 2]
+    odd = Cadence(steps_per_epoch=13, total_steps=39, checkpoint_every=200)
+    assert [s for s in range(1, 40) if odd.checkpoint_due(s)] == [39]
+
+
+def test_epoch_checkpoints_are_added_only_when_asked():
+    cadence = Cadence(6, 12, 4, epoch_checkpoints=True)
+    assert [s for s in range(1, 13) if cadence.checkpoint_due(s)] == [4, 6, 8, 12]
 
 
 def test_checkpoint_is_written_before_evaluation_at_epoch_end():
+    cadence = Cadence(6, 12, 4, epoch_checkpoints=True)
     events, log = [], Log()
     evaluation = reporting.Evaluation(
         lambda: events.append(("eval",)) or {"val_loss": 1.0, "val_accuracy": 0.5},
         None,
-        CADENCE,
+        cadence,
         2,
         log,
     )
-    checkpointing = actions.Checkpointing(FakeWriter(events), CADENCE, log)
+    checkpointing = actions.Checkpointing(FakeWriter(events), cadence, log)
     run_loop(ones, 0, 12, [checkpointing, evaluation])
     assert events == [
         ("save", 4),
@@ -40,7 +49,7 @@ def test_a_failed_checkpoint_write_ends_the_run_as_failed():
     result = run_loop(ones, 0, 12, [checkpointing])
     assert (result.status, result.step) == ("failed", 8)
     assert "could not write checkpoint ckpt-8" in result.stop.reason
-    assert checkpointing.last_path == "ckpt-6"
+    assert checkpointing.last_path == "ckpt-4"
 
 
 def test_a_stop_that_asks_for_a_save_gets_one_unless_just_saved():
@@ -77,8 +86,8 @@ def test_non_finite_weights_stop_before_a_checkpoint_or_a_signal_save():
     model = FakeModel(float("inf"))
     guard = actions.NanGuard(model, CADENCE, Log(), lambda: None)
     # Not a checkpoint step: weights are not read (that waits for the device).
-    assert guard.on_step_end(5, {"loss": 0.1}) is None
-    stop = guard.on_step_end(6, {"loss": 0.1})
+    assert guard.on_step_end(6, {"loss": 0.1}) is None
+    stop = guard.on_step_end(8, {"loss": 0.1})
     assert stop.status == "nan" and "weights are no longer finite" in stop.reason
     assert "none saved yet" in stop.reason
     replaced = guard.on_stop(5, Stop("terminated", save=True))

@@ -14,7 +14,7 @@ from tfnorm.training import reporting
 from tfnorm.training.loop import run_loop
 
 
-def test_progress_lines_average_the_window_and_mark_epochs():
+def test_progress_lines_average_the_window_every_n_steps_and_at_the_end():
     log = Log()
     progress = reporting.Progress(log, None, CADENCE, 2, 8, 5, lambda step: 1e-3)
     losses = iter([1.0, 3.0, 2.0, 2.0, 2.0, 4.0] + [1.0] * 6)
@@ -22,11 +22,21 @@ def test_progress_lines_average_the_window_and_mark_epochs():
         lambda step: {"loss": next(losses), "correct": 4.0}, 0, 12, [progress]
     )
     steps = [int(s) for s in re.findall(r"step (\d+)/12 epoch", log.text)]
-    assert steps == [5, 6, 10, 12] and result.status == "completed"
+    assert steps == [5, 10, 12] and result.status == "completed"
     first = re.search(r"step 5/12 epoch 1/2 loss (\S+) accuracy (\S+)", log.text)
     assert float(first.group(1)) == 2.0 and float(first.group(2)) == 0.5
-    assert "step 6/12 epoch 1/2 loss 4.0000" in log.text
+    assert "step 10/12 epoch 2/2 loss 1.6000" in log.text
     assert progress.metrics["loss"] == 1.0 and progress.metrics["learning_rate"] == 1e-3
+
+
+def test_running_logs_are_reported_as_they_are_then_reset():
+    log, resets = Log(), []
+    progress = reporting.Progress(
+        log, None, CADENCE, 2, 8, 5, lambda step: None, reset=lambda: resets.append(1)
+    )
+    run_loop(lambda step: {"loss": 0.25 * step, "auc": 0.5}, 0, 12, [progress])
+    assert "step 5/12 epoch 1/2 loss 1.2500 auc 0.5000 lr ?" in log.text
+    assert len(resets) == 3 and progress.metrics["loss"] == 3.0
 
 
 class StepRecorder(PeriodicCallback):
@@ -45,13 +55,13 @@ class StepRecorder(PeriodicCallback):
 
 
 @pytest.mark.parametrize(
-    "start, expected", [(0, [0, 4, 6, 8, 12, "end"]), (5, [6, 8, 12, "end"])]
+    "start, expected", [(0, [0, 5, 10, 12, "end"]), (5, [10, 12, "end"])]
 )
-def test_histograms_follow_the_callback_cadence_from_any_start(start, expected):
+def test_histograms_every_n_steps_and_at_the_last_step_from_any_start(start, expected):
     model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
-    callback = StepRecorder(4)
+    callback = StepRecorder(5)
     callback.set_model(model)
-    run_loop(ones, start, 12, [reporting.NormHistograms(callback, 6)])
+    run_loop(ones, start, 12, [reporting.NormHistograms(callback, 5, CADENCE)])
     assert callback.steps == expected
 
 
@@ -62,6 +72,6 @@ def test_norm_histograms_for_a_model_write_events(tmp_path):
         10, 4, 2, num_layers=1, d_model=8, num_heads=2, dff=16
     )
     probe = tf.ones((2, 4), tf.int32)
-    action = reporting.NormHistograms.for_model(model, str(tmp_path), probe, 2, 3)
+    action = reporting.NormHistograms.for_model(model, str(tmp_path), probe, 2, CADENCE)
     run_loop(ones, 0, 3, [action])
     assert any(name.startswith("events.out") for name in os.listdir(tmp_path))

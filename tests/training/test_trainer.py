@@ -85,6 +85,7 @@ def finished_run(tmp_path_factory):
         epochs=2,
         steps_per_epoch=6,
         checkpoint_every=4,
+        epoch_checkpoints=True,
         warmup_steps=3,
         histogram_every=4,
         export=True,
@@ -111,7 +112,7 @@ def test_finished_run_writes_summary_with_the_step_counts(finished_run):
 def test_checkpoints_every_n_steps_and_at_epoch_end(finished_run):
     config, summary, out = finished_run
     saved = [int(s) for s in re.findall(r"checkpoint saved at step (\d+)", out)]
-    # Every 4 steps, plus the epoch end at 6 (12 is both).
+    # Every 4 steps, plus the epoch end at 6 as asked (12 is both).
     assert saved == [4, 6, 8, 12]
     checkpoint_dir = os.path.join(config["logdir"], "checkpoints")
     assert tf.train.latest_checkpoint(checkpoint_dir).endswith("ckpt-12")

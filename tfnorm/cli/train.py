@@ -143,7 +143,6 @@ def run(args):
 
     from tfnorm.training.data import DataError
     from tfnorm.training.trainer import EXIT_STATUS, train
-
     from tfnorm.training.user_code import UserCodeError
 
     try:

@@ -118,7 +118,9 @@ def assemble(strategy, policy, model, schedule, optimizer, data_iterator=None):
     after the model's variables and the optimizer's slots exist.
     """
     step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
-    examples_seen = tf.Variable(0, dtype=tf.int64, trainable=False, name="examples_seen")
+    examples_seen = tf.Variable(
+        0, dtype=tf.int64, trainable=False, name="examples_seen"
+    )
     state = {
         "model": model,
         "optimizer": _keras.checkpointable_optimizer(optimizer),

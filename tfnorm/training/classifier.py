@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import math
 
-from tfnorm.training import run_files, steps
 from tfnorm.training import data as data_lib
+from tfnorm.training import run_files, steps
 from tfnorm.training.build import build_training
 
 

@@ -333,7 +333,11 @@ class TrainConfig:
             values["dff"] = 4 * values["d_model"]
         if values["checkpoint_dir"] is None:
             values["checkpoint_dir"] = os.path.join(values["logdir"], "checkpoints")
-        if values["model_fn"] is None and values["task"] is not None and values["num_classes"] is None:
+        if (
+            values["model_fn"] is None
+            and values["task"] is not None
+            and values["num_classes"] is None
+        ):
             values["num_classes"] = 3
         return dataclasses.replace(self, **values)
 

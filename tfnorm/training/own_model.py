@@ -51,7 +51,9 @@ class ArrayData:
 
     def __init__(self, parts, role):
         self.parts = tuple(
-            tf.nest.map_structure(np.asarray, part) for part in parts if part is not None
+            tf.nest.map_structure(np.asarray, part)
+            for part in parts
+            if part is not None
         )
         sizes = {int(a.shape[0]) if a.ndim else 0 for a in tf.nest.flatten(self.parts)}
         if len(sizes) != 1 or 0 in sizes:
@@ -392,10 +394,11 @@ def _part(part, role):
         except (TypeError, ValueError) as error:
             if isinstance(error, DataError):
                 raise
-            raise DataError(f"data_fn's {role} data are not arrays ({error}).") from None
+            raise DataError(
+                f"data_fn's {role} data are not arrays ({error})."
+            ) from None
     raise DataError(
-        f"data_fn must return {_DATA_FORMS}. Received for {role}: "
-        f"{type(part).__name__}"
+        f"data_fn must return {_DATA_FORMS}. Received for {role}: {type(part).__name__}"
     )
 
 

@@ -114,7 +114,9 @@ def train(config, handle_signals=True, stdout=None, *, model_fn=None, data_fn=No
     try:
         with ProgressLog(stdout or sys.stdout, config.log_file) as log:
             with flag.installed(handle_signals):
-                return _Run(config, log, flag, _workload(config, log, model_fn, data_fn)).run()
+                return _Run(
+                    config, log, flag, _workload(config, log, model_fn, data_fn)
+                ).run()
     finally:
         _keras.set_global_policy(previous_policy)
 

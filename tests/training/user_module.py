@@ -1,0 +1,136 @@
+"""A user's module for `tfnorm train --model-fn/--data-fn`, written as users do.
+
+A keras.io-style subclassed Transformer block (Keras's own LayerNormalization
+held as attributes), a subclassed model around it, and data functions of
+every form `data_fn` may return, plus the broken ones the bad-input tests
+feed. Tiny sizes: the tests train a few steps.
+"""
+
+import os
+
+import numpy as np
+import tensorflow as tf
+
+keras = tf.keras
+layers = keras.layers
+
+VOCAB, LENGTH, WIDTH = 50, 8, 16
+
+
+class TransformerBlock(layers.Layer):
+    def __init__(self, embed_dim, num_heads, ff_dim, rate=0.1):
+        super().__init__()
+        self.att = layers.MultiHeadAttention(num_heads=num_heads, key_dim=embed_dim)
+        self.ffn = keras.Sequential(
+            [layers.Dense(ff_dim, activation="relu"), layers.Dense(embed_dim)]
+        )
+        self.layernorm1 = layers.LayerNormalization(epsilon=1e-6)
+        self.layernorm2 = layers.LayerNormalization(epsilon=1e-6)
+        self.dropout1 = layers.Dropout(rate)
+        self.dropout2 = layers.Dropout(rate)
+
+    def call(self, inputs, training=None):
+        attn_output = self.dropout1(self.att(inputs, inputs), training=training)
+        out1 = self.layernorm1(inputs + attn_output)
+        ffn_output = self.dropout2(self.ffn(out1), training=training)
+        return self.layernorm2(out1 + ffn_output)
+
+
+class Classifier(keras.Model):
+    def __init__(self, num_classes=2):
+        super().__init__()
+        self.embedding = layers.Embedding(VOCAB, WIDTH)
+        self.block = TransformerBlock(WIDTH, 2, 32)
+        self.pool = layers.GlobalAveragePooling1D()
+        self.head = layers.Dense(num_classes)
+
+    def call(self, ids, training=None):
+        return self.head(self.pool(self.block(self.embedding(ids), training=training)))
+
+
+def arrays(num_examples=96, seed=0, num_classes=2):
+    rng = np.random.RandomState(seed)
+    ids = rng.randint(1, VOCAB, size=(num_examples, LENGTH)).astype("int32")
+    labels = (ids[:, 0] > ids[:, -1]).astype("int32") % num_classes
+    return ids, labels
+
+
+def subclassed_model():
+    return Classifier()
+
+
+def compiled_model():
+    model = Classifier()
+    model.compile(
+        optimizer=keras.optimizers.Adam(1e-3),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        metrics=["accuracy"],
+    )
+    return model
+
+
+def functional_model():
+    ids = keras.Input((LENGTH,), dtype="int32")
+    x = TransformerBlock(WIDTH, 2, 32)(layers.Embedding(VOCAB, WIDTH)(ids))
+    outputs = layers.Dense(2)(layers.GlobalAveragePooling1D()(x))
+    return keras.Model(ids, outputs)
+
+
+def wider_model():
+    """Another model: a resume of `subclassed_model`'s checkpoints must refuse it."""
+    model = Classifier()
+    model.head = layers.Dense(3)
+    return model
+
+
+def array_data():
+    x, y = arrays()
+    return (x[:80], y[:80]), (x[80:], y[80:])
+
+
+def dataset_data():
+    """A shuffled (seeded) `tf.data` pipeline, as exact resume requires."""
+    x, y = arrays()
+    train = (
+        tf.data.Dataset.from_tensor_slices((x[:80], y[:80]))
+        .shuffle(64, seed=1)
+        .batch(16, drop_remainder=True)
+    )
+    validation = tf.data.Dataset.from_tensor_slices((x[80:], y[80:])).batch(16)
+    return train, validation
+
+
+def dict_data():
+    x, y = arrays()
+    return {"train": (x, y)}
+
+
+# ------------------------------------------------------------- broken ones
+
+
+def raising_model():
+    raise RuntimeError("the GPU is on fire")
+
+
+def no_model():
+    return None
+
+
+def wrong_shape_data():
+    rng = np.random.RandomState(0)
+    return rng.randint(1, VOCAB, size=(32, LENGTH, 3)), np.zeros(32, "int32")
+
+
+def labels_outside_outputs():
+    x, _ = arrays(32)
+    return x, np.full(32, 7, "int32")
+
+
+def not_data():
+    return "train.csv"
+
+
+NOT_A_FUNCTION = 42
+
+if os.environ.get("USER_MODULE_IMPORT_FAILS"):
+    raise ImportError("a missing dependency of the user's module")
