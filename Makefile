@@ -8,12 +8,20 @@ PYTEST_ARGS ?= -x -q
 
 .PHONY: venv test test-container test-slow test-legacy test-tf29 test-compat lint format bench bench-keras3 bench-tf29 demo system-deps clean
 
-# The bench extra (keras-hub) is installed too: bench/encoder.py and the
-# keras-hub conversion test of tests/models/test_convert.py use it.
-$(INSTALLED): setup.cfg pyproject.toml tools/constraints.txt
+# tf-keras (the legacy runtime) and keras-hub (bench/encoder.py and the
+# keras-hub tests of tests/models and tests/callbacks) are installed with
+# --no-deps: tf-keras 2.21 requires `tensorflow`, and keras-hub requires
+# tensorflow-text, which requires `tensorflow` too; either would bring the
+# full wheel beside tensorflow-cpu (same `tensorflow/` folder, two
+# distributions). The `hub` extra brings keras-hub's other dependencies
+# (tf-keras has none besides TensorFlow). tools/pip_check.py is `pip check`
+# less exactly those two known lines.
+$(INSTALLED): setup.cfg pyproject.toml tools/constraints.txt tools/pip_check.py
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -c tools/constraints.txt -e ".[cpu,legacy,dev,bench]"
+	$(PY) -m pip install -q -c tools/constraints.txt -e ".[cpu,dev,hub]"
+	$(PY) -m pip install -q -c tools/constraints.txt --no-deps tf-keras keras-hub
+	$(PY) tools/pip_check.py
 	touch $(INSTALLED)
 
 venv: $(INSTALLED)

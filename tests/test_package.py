@@ -2,13 +2,33 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
 
 from tests.conftest import REPO
+
+#: Distributions that each install the `tensorflow` package (module folder).
+#: Two of them in one environment overwrite each other's files.
+TENSORFLOW_DISTRIBUTIONS = {
+    "tensorflow",
+    "tensorflow-cpu",
+    "tensorflow-gpu",
+    "tensorflow-intel",
+    "tensorflow-macos",
+    "tensorflow-aarch64",
+    "tensorflow-cpu-aws",
+    "intel-tensorflow",
+    "tf-nightly",
+    "tf-nightly-cpu",
+    "tf-nightly-gpu",
+    "tf-nightly-intel",
+    "tf-nightly-macos",
+}
 
 
 def _run(args, **kwargs):
@@ -94,3 +114,48 @@ def test_cpu_extra_brings_tensorflow_cpu_only():
     ]
     assert meta["extras"]["cpu"] == ["tensorflow-cpu>=2.9"]
     assert meta["extras"]["gpu"] == ["tensorflow>=2.9"]
+
+
+def _normalized(name):
+    # PEP 503: tensorflow_cpu, TensorFlow-CPU and tensorflow.cpu are one name.
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def test_one_tensorflow_distribution_is_installed():
+    # `pip install keras-hub` (via tensorflow-text) or `tf-keras` next to
+    # tensorflow-cpu installs the full `tensorflow` wheel too; both write
+    # the same `tensorflow/` folder, so which files win is an accident.
+    # `make venv` installs those two with --no-deps (see the Makefile).
+    found = sorted(
+        {
+            f"{_normalized(dist.metadata['Name'])} {dist.version}"
+            for dist in importlib.metadata.distributions()
+            if dist.metadata["Name"]
+            and _normalized(dist.metadata["Name"]) in TENSORFLOW_DISTRIBUTIONS
+        }
+    )
+    assert len(found) == 1, (
+        f"expected one TensorFlow distribution in {sys.prefix}, found {found}; "
+        "rebuild the venv with `make venv` (tf-keras and keras-hub with --no-deps)"
+    )
+
+
+def test_pip_check_tool_drops_only_the_two_known_lines():
+    sys.path.insert(0, os.path.join(REPO, "tools"))
+    try:
+        import pip_check
+    finally:
+        sys.path.pop(0)
+    output = (
+        "tf-keras 2.21.0 requires tensorflow, which is not installed.\n"
+        "keras-hub 0.32.0 requires tensorflow-text, which is not installed.\n"
+        "keras-hub 0.32.0 requires regex, which is not installed.\n"
+        "tensorflow-text 2.21.1 has requirement tensorflow<2.22, but you have "
+        "tensorflow 2.22.0.\n"
+    )
+    assert pip_check.remaining_problems(output) == [
+        "keras-hub 0.32.0 requires regex, which is not installed.",
+        "tensorflow-text 2.21.1 has requirement tensorflow<2.22, but you have "
+        "tensorflow 2.22.0.",
+    ]
+    assert pip_check.remaining_problems("No broken requirements found.\n") == []

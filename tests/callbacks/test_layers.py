@@ -146,3 +146,46 @@ def test_keras_norm_with_an_axis_list_after_build_is_read_over_those_axes():
         x.astype("float64").var(axis=(1, 2)),
         rtol=1e-5,
     )
+
+
+def test_finds_norms_held_as_attributes_of_keras_io_style_blocks():
+    from tests.models import user_models
+
+    model = user_models.translator()
+    paths = _paths(model)
+    assert [p.split("/")[0] for p in paths] == ["encoder"] * 2 + ["decoder"] * 3
+    # The probe captures the outputs of nested norms too.
+    from tfnorm.callbacks.probe import NormProbe, as_batches
+
+    x = user_models.token_batch()
+    results = NormProbe(model, find_norm_layers(model), record=("outputs",)).run(
+        as_batches(([x, x],))
+    )
+    assert list(results) == paths
+    assert all(r["outputs"]["count"] > 0 for r in results.values())
+
+
+def test_finds_keras_hub_rms_norms_by_class():
+    if not tfnorm._keras.IS_KERAS_3:
+        pytest.skip("keras-hub needs Keras 3 (this runtime is Keras 2)")
+    keras_hub = pytest.importorskip("keras_hub", reason="keras_hub is not importable")
+    backbone = keras_hub.models.LlamaBackbone(
+        vocabulary_size=20,
+        num_layers=1,
+        num_query_heads=2,
+        num_key_value_heads=1,
+        hidden_dim=8,
+        intermediate_dim=16,
+    )
+    found = find_norm_layers(backbone)
+    assert [p for p, _ in found] == [
+        "transformer_layer_0/self_attention_layernorm",
+        "transformer_layer_0/feedforward_layernorm",
+        "sequence_output_layernorm",
+    ]
+    x = _rows((2, 4, 8))
+    source = norm_statistic(found[0][1])
+    assert source.row_statistic_name == "mean_square"
+    np.testing.assert_allclose(
+        np.asarray(source.row_statistic(x)), np.mean(x**2, -1), rtol=1e-5
+    )

@@ -9,6 +9,7 @@ import pytest
 
 import tfnorm
 from tests.conftest import run_python
+from tests.models import user_models
 from tests.testing import random_input
 from tfnorm import _keras
 from tfnorm._keras import keras, keras_rms_normalization
@@ -237,25 +238,6 @@ def test_saved_copies_reload_in_fresh_processes(tmp_path):
     assert "tfnorm" not in out.split("norms from")[1], out
 
 
-@pytest.mark.skipif(not _keras.IS_KERAS_3, reason="keras-hub layers are Keras 3 layers")
-def test_keras_hub_transformer_encoder_is_named_not_half_converted():
-    keras_hub = pytest.importorskip("keras_hub", reason="keras-hub is not installed")
-    inputs = keras.Input((6, 16))
-    encoder = keras_hub.layers.TransformerEncoder(32, 4, name="hub_encoder")
-    x = encoder(inputs)
-    outputs = keras.layers.LayerNormalization(name="final_ln")(x)
-    model = keras.Model(inputs, outputs)
-    with pytest.raises(
-        ValueError,
-        match=r"Layer 'hub_encoder' \(keras_hub.*TransformerEncoder\) creates its norms "
-        r"\('self_attention_layer_norm', 'feedforward_layer_norm'\)",
-    ):
-        tfnorm.replace_norms(model, to="tfnorm")
-    # The model was not touched.
-    assert type(model.get_layer("final_ln")) is keras.layers.LayerNormalization
-    assert type(encoder._self_attention_layer_norm) is keras.layers.LayerNormalization
-
-
 @pytest.mark.skipif(KerasRMS is not None, reason="this Keras has RMSNormalization")
 def test_rms_norm_before_keras_3_9_is_named():
     inputs = keras.Input((8,))
@@ -264,3 +246,291 @@ def test_rms_norm_before_keras_3_9_is_named():
         ValueError, match=r"layer 'rms'.*RMSNormalization \(Keras >= 3\.9\)"
     ):
         tfnorm.replace_norms(model, to="keras")
+
+
+# -- Norms nested in user code (keras.io-style subclassed blocks) -------------
+
+USER_MODELS = {
+    "text_classifier": user_models.text_classifier,
+    "mini_gpt": user_models.mini_gpt,
+    "translator": user_models.translator,
+}
+
+
+def _user_model(name):
+    model = USER_MODELS[name]()
+    user_models.randomize_norms(model)
+    x = user_models.token_batch()
+    return model, ([x, x] if name == "translator" else x)
+
+
+def _norm_modules(model):
+    from tfnorm.callbacks import find_norm_layers
+
+    return {
+        type(layer).__module__.split(".")[0] for _, layer in find_norm_layers(model)
+    }
+
+
+@pytest.mark.parametrize("name", sorted(USER_MODELS))
+def test_user_blocks_convert_in_place_train_and_go_back(name):
+    model, x = _user_model(name)
+    expected = np.asarray(model(x))
+    count = len(model.weights)
+    assert tfnorm.replace_norms(model, inplace=True) is model
+    assert _norm_modules(model) == {"tfnorm"}
+    assert len(model.weights) == len(model.trainable_weights) == count
+    np.testing.assert_allclose(np.asarray(model(x)), expected, atol=1e-5)
+    # The swapped norms are the ones trained.
+    model.compile("sgd", "sparse_categorical_crossentropy")
+    before = [np.array(w) for w in model.weights]
+    y = np.zeros(np.asarray(expected).shape[:-1], "int32")
+    model.fit(x, y, epochs=1, batch_size=len(y), verbose=0)
+    changed = [not np.allclose(a, np.asarray(b)) for a, b in zip(before, model.weights)]
+    norm_ids = {
+        id(v) for _, layer in _find_norms(model) for v in layer.trainable_weights
+    }
+    assert norm_ids and all(
+        c for c, v in zip(changed, model.weights) if id(v) in norm_ids
+    )
+    trained = np.asarray(model(x))
+    tfnorm.replace_norms(model, to="keras", inplace=True)
+    assert _norm_modules(model) == {
+        "keras" if _keras.FLAVOUR != "tf_keras" else "tf_keras"
+    }
+    np.testing.assert_allclose(np.asarray(model(x)), trained, atol=1e-5)
+
+
+def _find_norms(model):
+    from tfnorm.callbacks import find_norm_layers
+
+    return find_norm_layers(model)
+
+
+@pytest.mark.skipif(
+    not _keras.IS_KERAS_3, reason="Keras 2 copies layers without a get_config"
+)
+def test_a_layer_without_a_complete_config_is_named_and_nothing_changes():
+    model, x = _user_model("text_classifier")
+    expected = np.asarray(model(x))
+    with pytest.raises(
+        ValueError,
+        match=r"(?s)Layer 'token_and_position_embedding\w*' .*cannot be rebuilt from "
+        r"its config.*inplace=True",
+    ):
+        tfnorm.replace_norms(model)
+    assert _norm_modules(model) == {"keras"}
+    np.testing.assert_array_equal(np.asarray(model(x)), expected)
+
+
+class _TwoNorms(keras.layers.Layer):
+    """A user block holding its norms in a list, one without a Keras twin."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.norms = [tfnorm.LayerNormalization(), tfnorm.ScaleNorm(name="odd_norm")]
+
+    def call(self, x):
+        return self.norms[1](self.norms[0](x))
+
+
+def test_an_unconvertible_nested_norm_names_its_path_and_nothing_changes():
+    inputs = keras.Input((4, 8))
+    model = keras.Model(inputs, _TwoNorms(name="block")(inputs))
+    with pytest.raises(ValueError, match=r"layer 'block/odd_norm'.*ScaleNorm"):
+        tfnorm.replace_norms(model, to="keras", inplace=True)
+    assert _norm_modules(model) == {"tfnorm"}
+
+
+def test_a_norm_whose_formula_differs_is_refused_and_the_rest_kept():
+    class FancyRMSNorm(keras.layers.Layer):
+        # Named like an RMS norm, but it centres: not what tfnorm assumes.
+        def __init__(self, epsilon=1e-6, **kwargs):
+            super().__init__(**kwargs)
+            self.epsilon = epsilon
+
+        def build(self, input_shape):
+            self.scale = self.add_weight(
+                name="scale", shape=(input_shape[-1],), initializer="ones"
+            )
+
+        def call(self, x):
+            x = x - tf_mean(x)
+            return x * self.scale
+
+    from tfnorm._keras import tf
+
+    def tf_mean(x):
+        return tf.reduce_mean(x, axis=-1, keepdims=True)
+
+    inputs = keras.Input((4, 8))
+    h = keras.layers.LayerNormalization(name="plain")(inputs)
+    block = user_models.TransformerEncoder(8, 16, 2, name="block")
+    h = block(h)
+    fancy = FancyRMSNorm(name="fancy")
+    h = fancy(h)
+    model = keras.Model(inputs, h)
+    with pytest.raises(ValueError, match=r"Layer 'fancy' .*disagree by"):
+        tfnorm.replace_norms(model, inplace=True)
+    # Put back: the two norms swapped before it are Keras's again.
+    assert type(model.get_layer("plain")) is keras.layers.LayerNormalization
+    assert type(block.layernorm_1) is keras.layers.LayerNormalization
+
+
+def test_saved_user_model_reloads_with_keras_norms_and_same_outputs(tmp_path):
+    model, x = _user_model("mini_gpt")
+    tfnorm.replace_norms(model, inplace=True)
+    expected = np.asarray(model(x))
+    # keras.io's blocks have no get_config: weights only, as users save them.
+    path = str(tmp_path / ("model.weights.h5" if _keras.IS_KERAS_3 else "model.h5"))
+    model.save_weights(path)
+    fresh = user_models.mini_gpt()
+    fresh(x)
+    fresh.load_weights(path)
+    assert _norm_modules(fresh) == {
+        "keras" if _keras.FLAVOUR != "tf_keras" else "tf_keras"
+    }
+    np.testing.assert_allclose(np.asarray(fresh(x)), expected, atol=1e-5)
+
+
+# -- keras-hub backbones from tiny configs (no downloads) ---------------------
+
+
+def _keras_hub():
+    if not _keras.IS_KERAS_3:
+        pytest.skip("keras-hub needs Keras 3 (this runtime is Keras 2)")
+    return pytest.importorskip("keras_hub", reason="keras_hub is not importable")
+
+
+def _backbone(name):
+    keras_hub = _keras_hub()
+    models = keras_hub.models
+    small = {"vocabulary_size": 50, "num_layers": 2, "hidden_dim": 8}
+    if name == "bert":
+        return models.BertBackbone(
+            num_heads=2, intermediate_dim=16, max_sequence_length=12, **small
+        )
+    if name == "gpt2":
+        return models.GPT2Backbone(
+            num_heads=2, intermediate_dim=16, max_sequence_length=12, **small
+        )
+    if name == "llama":
+        return models.LlamaBackbone(
+            num_query_heads=2, num_key_value_heads=1, intermediate_dim=16, **small
+        )
+    return models.GemmaBackbone(
+        num_query_heads=2,
+        num_key_value_heads=1,
+        intermediate_dim=16,
+        head_dim=4,
+        **small,
+    )
+
+
+def _backbone_inputs(name):
+    x = {
+        "token_ids": user_models.token_batch(),
+        "padding_mask": np.ones((4, user_models.MAXLEN), "int32"),
+    }
+    if name == "bert":
+        x["segment_ids"] = np.zeros((4, user_models.MAXLEN), "int32")
+    return x
+
+
+def _sequence(model, x):
+    out = model(x)
+    return np.asarray(out["sequence_output"] if isinstance(out, dict) else out)
+
+
+HUB_NORMS = {
+    "bert": "LayerNormalization",
+    "gpt2": "LayerNormalization",
+    "llama": "LlamaLayerNorm",
+    "gemma": "RMSNormalization",
+}
+
+
+@pytest.mark.parametrize("name", sorted(HUB_NORMS))
+def test_keras_hub_backbone_converts_trains_reloads_and_goes_back(name, tmp_path):
+    backbone = _backbone(name)
+    user_models.randomize_norms(backbone)
+    x = _backbone_inputs(name)
+    expected = _sequence(backbone, x)
+    moved = tfnorm.replace_norms(backbone)
+    assert type(moved) is type(backbone)
+    norms = [layer for _, layer in _find_norms(moved)]
+    assert norms and all(type(n).__module__.startswith("tfnorm.") for n in norms)
+    if name == "gemma":  # Gemma scales by 1 + w.
+        assert all(n.zero_centered_gamma for n in norms)
+    if name == "llama":
+        assert {n.epsilon for n in norms} == {1e-6}
+    # Gemma's own norm takes 1 / sqrt where tfnorm takes rsqrt.
+    np.testing.assert_allclose(_sequence(moved, x), expected, rtol=1e-5, atol=1e-5)
+    assert [type(n).__name__ for _, n in _find_norms(backbone)][0] == HUB_NORMS[name]
+
+    # One training step moves the swapped norms.
+    before = [np.array(w) for n in norms for w in n.weights]
+    optimizer = keras.optimizers.SGD(0.1)
+    from tfnorm._keras import tf
+
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_mean(
+            tf.square(moved(x)["sequence_output"] if name == "bert" else moved(x))
+        )
+    grads = tape.gradient(loss, moved.trainable_weights)
+    optimizer.apply_gradients(zip(grads, moved.trainable_weights))
+    after = [np.array(w) for n in norms for w in n.weights]
+    assert any(not np.allclose(a, b) for a, b in zip(before, after))
+    trained = _sequence(moved, x)
+
+    # Saved after going back, it reloads with keras-hub's own norms and the
+    # same outputs (README: a converted backbone is saved that way).
+    path = str(tmp_path / "backbone.keras")
+    tfnorm.replace_norms(moved, to="keras").save(path)
+    reloaded = keras.models.load_model(path)
+    assert {type(n).__name__ for _, n in _find_norms(reloaded)} == {HUB_NORMS[name]}
+    np.testing.assert_allclose(_sequence(reloaded, x), trained, rtol=1e-5, atol=1e-5)
+
+    back = tfnorm.replace_norms(moved, to="keras")
+    assert {type(n).__name__ for _, n in _find_norms(back)} == {HUB_NORMS[name]}
+    np.testing.assert_allclose(_sequence(back, x), trained, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["bert", "gpt2"])
+def test_keras_hub_backbone_saved_converted_reloads_with_same_outputs(name, tmp_path):
+    # Their norms are Keras's LayerNormalization, whose weights Keras's file
+    # finds under the same names as tfnorm's; not so for a top-level keras-hub
+    # RMS norm (Llama's, Gemma's final norm), see README.
+    backbone = _backbone(name)
+    user_models.randomize_norms(backbone)
+    x = _backbone_inputs(name)
+    moved = tfnorm.replace_norms(backbone)
+    for variable in moved.weights:
+        variable.assign(variable + 0.01)
+    path = str(tmp_path / "backbone.keras")
+    moved.save(path)
+    reloaded = keras.models.load_model(path)
+    np.testing.assert_allclose(
+        _sequence(reloaded, x), _sequence(moved, x), rtol=1e-5, atol=1e-5
+    )
+
+
+def test_keras_hub_encoder_inside_a_user_model_converts_in_a_copy():
+    keras_hub = _keras_hub()
+    inputs = keras.Input((6, 16))
+    encoder = keras_hub.layers.TransformerEncoder(32, 4, name="hub_encoder")
+    outputs = keras.layers.LayerNormalization(name="final_ln")(encoder(inputs))
+    model = keras.Model(inputs, outputs)
+    user_models.randomize_norms(model)
+    x = random_input((2, 6, 16), seed=6)
+    moved = tfnorm.replace_norms(model)
+    assert [
+        p for p, n in _find_norms(moved) if type(n).__module__.startswith("tfnorm")
+    ] == [
+        "hub_encoder/self_attention_layer_norm",
+        "hub_encoder/feedforward_layer_norm",
+        "final_ln",
+    ]
+    _assert_same_outputs(model, moved, x)
+    # The original was not touched.
+    assert type(encoder._self_attention_layer_norm) is keras.layers.LayerNormalization

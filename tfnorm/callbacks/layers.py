@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from tfnorm._keras import keras_rms_normalization, plain_axis, sublayers
 from tfnorm.layers import BaseNormalization, LayerNormalization, RMSNorm, is_norm_layer
+from tfnorm.layers.foreign import foreign_epsilon, foreign_norm
 
 
 def walk_layers(model):
@@ -39,7 +40,18 @@ def walk_layers(model):
 
 
 def find_norm_layers(model):
-    """`[(path, layer)]` for every norm layer in `model` (see `is_norm_layer`)."""
+    """`[(path, layer)]` for every norm layer in `model` (see `is_norm_layer`).
+
+    Norms are found wherever they live: as nodes of functional and
+    Sequential models, nested models, and attributes (or lists and dicts)
+    of subclassed layers at any depth, such as a keras.io-style
+    `TransformerBlock(layers.Layer)`'s `self.layernorm1` or keras-hub's
+    `TransformerEncoder`. Besides tfnorm's and Keras's own norms this
+    includes keras-hub's RMS norm classes (Llama's `LlamaLayerNorm`,
+    Gemma's `RMSNormalization`, ...), recognised by class without importing
+    keras-hub. Paths are as `walk_layers` gives them, e.g.
+    `transformer_layer_0/self_attention_layer_norm`.
+    """
     return [(path, layer) for path, layer in walk_layers(model) if is_norm_layer(layer)]
 
 
@@ -105,12 +117,25 @@ def norm_statistic(layer):
     The returned object has `row_statistic(x)` and `row_statistic_name`
     (see `tfnorm.layers.BaseNormalization.row_statistic`). tfnorm's norms
     state their own; Keras's LayerNormalization and RMSNormalization are
-    read through the tfnorm norm with the same formula and `axis`. Compare
-    the statistic with `layer.epsilon`.
+    read through the tfnorm norm with the same formula and `axis`, and
+    keras-hub's RMS norms through `RMSNorm` over the last axis. Compare the
+    statistic with `norm_epsilon(layer)`.
     """
     if isinstance(layer, BaseNormalization):
         return layer
+    if foreign_norm(layer) is not None:
+        # keras-hub's RMS norms normalise the last axis.
+        return RMSNorm(axis=-1, name=f"{layer.name}_statistic")
     rms = keras_rms_normalization()
     twin = RMSNorm if rms is not None and isinstance(layer, rms) else LayerNormalization
     # Keras's own epsilon need not be in tfnorm's range; the twin's is unused.
     return twin(axis=plain_axis(layer.axis), name=f"{layer.name}_statistic")
+
+
+def norm_epsilon(layer):
+    """The epsilon of the norm layer `layer` (a class that hard-codes it, as
+    `keras_hub.layers.RMSNormalization` does, has no attribute for it)."""
+    spec = foreign_norm(layer)
+    if spec is not None:
+        return foreign_epsilon(layer, spec)
+    return float(layer.epsilon)

@@ -18,7 +18,7 @@ import re
 import numpy as np
 
 from tfnorm._keras import keras, tf
-from tfnorm.callbacks.layers import norm_statistic
+from tfnorm.callbacks.layers import norm_epsilon, norm_statistic
 
 #: The tensors of a layer the probe can record.
 RECORDABLE = ("outputs", "inputs")
@@ -170,7 +170,7 @@ class NormProbe:
                 results[path]["inputs"].append(_tensor_stats(inputs, self.max_values))
             if self.input_floor:
                 statistic = self.statistics[path].row_statistic(inputs)
-                epsilon = float(layers[path].epsilon)
+                epsilon = norm_epsilon(layers[path])
                 results[path]["floor"].append(_floor_ratio(statistic, epsilon))
         self.call_order = order
         return results

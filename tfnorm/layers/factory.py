@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from tfnorm._keras import Layer, keras, keras_norm_classes, serialized_class_name
 from tfnorm.layers.base_normalization import BaseNormalization
+from tfnorm.layers.foreign import foreign_norm
 from tfnorm.layers.layer_normalization import LayerNormalization
 from tfnorm.layers.rms_norm import RMSNorm
 from tfnorm.layers.scale_norm import ScaleNorm
@@ -132,5 +133,8 @@ def _norm_classes():
 
 
 def is_norm_layer(layer):
-    """True for tfnorm's norms and Keras's own LayerNormalization/RMSNormalization."""
-    return isinstance(layer, _norm_classes())
+    """True for tfnorm's norms, Keras's own LayerNormalization/RMSNormalization
+    and the RMS norm classes of keras-hub's models (see
+    `tfnorm.layers.foreign`; recognised by class, without importing
+    keras-hub)."""
+    return isinstance(layer, _norm_classes()) or foreign_norm(layer) is not None

@@ -1,45 +1,93 @@
-"""`replace_norms`: moves a trained Keras model onto tfnorm's norms and back."""
+"""`replace_norms`: moves a trained Keras model onto tfnorm's norms and back,
+wherever its norms live; keras-hub encoders onto tfnorm's blocks."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from tfnorm._keras import is_graph_model, keras, keras_rms_normalization, sublayers
+from tfnorm._keras import (
+    build_sublayer,
+    built_input_shape,
+    holders,
+    is_functional_subclass,
+    is_graph_model,
+    keras,
+    keras_rms_normalization,
+    record_built_shape,
+    replace_graph_layer,
+    replace_sublayer,
+    sublayers,
+)
 from tfnorm.layers.base_normalization import BaseNormalization
+from tfnorm.layers.foreign import foreign_epsilon, foreign_norm
 from tfnorm.layers.layer_normalization import LayerNormalization
 from tfnorm.layers.rms_norm import RMSNorm
 
 _TARGETS = ("tfnorm", "keras")
+#: Largest output difference accepted between a norm and its replacement
+#: (float32), checked on random inputs before each swap.
+_ATOL = 1e-5
 
 
-def replace_norms(model, to="tfnorm"):
-    """A copy of `model` with its norm layers swapped between Keras and tfnorm.
+def replace_norms(model, to="tfnorm", inplace=False):
+    """`model` with its norm layers swapped between Keras (or keras-hub) and tfnorm.
 
     With `to="tfnorm"`, every `keras.layers.LayerNormalization` becomes a
-    `tfnorm.LayerNormalization` and every `keras.layers.RMSNormalization`
-    (Keras >= 3.9) a `tfnorm.RMSNorm`, with the same `axis`, `epsilon`,
-    options, name and weights, so the outputs stay the same. With
-    `to="keras"`, tfnorm's norms become Keras's built-ins, so a model trained
-    with tfnorm can be shipped without it; a norm Keras has no equivalent for
-    (ScaleNorm, RMSNorm with `center`, `zero_centered_gamma`, `partial` or
-    regularizers, or any RMSNorm before Keras 3.9) is an error naming the
-    layer. Every other layer is copied with its weights. `model` itself is
-    not changed.
+    `tfnorm.LayerNormalization`, every `keras.layers.RMSNormalization`
+    (Keras >= 3.9) a `tfnorm.RMSNorm`, and every RMS norm class of
+    keras-hub's models (Llama's `LlamaLayerNorm`, Gemma's
+    `RMSNormalization`, whose scale is `1 + w`, T5's, Mistral's, Qwen's, ...;
+    see `tfnorm.layers.foreign`) a `tfnorm.RMSNorm` with the same epsilon
+    and scale convention (`zero_centered_gamma=True` for Gemma). Names and
+    weights are kept, so the outputs stay the same (each replacement is
+    checked on random inputs before it goes in). With `to="keras"`, tfnorm's
+    norms become Keras's built-ins, or the keras-hub class they replaced, so
+    a model trained with tfnorm can be shipped without it; a norm Keras has
+    no equivalent for (ScaleNorm, RMSNorm with `center`,
+    `zero_centered_gamma`, `partial` or regularizers, or any RMSNorm before
+    Keras 3.9) is an error naming the layer.
 
-    Sequential and functional models are rebuilt layer by layer, nested ones
-    too. A norm held inside another layer (keras-hub's `TransformerEncoder`,
-    tfnorm's `TransformerEncoderBlock`, any custom layer) cannot be swapped:
-    those layers create their norms in `build` from a config that does not
-    record the norm's class, so a saved copy would reload with the original
-    norms. Such a layer is an error naming it and its norms; nothing is
-    half converted.
+    Norms are reached wherever they live: nodes of functional and Sequential
+    models (nested ones too), and attributes, lists or dicts of subclassed
+    layers at any depth (a keras.io-style `TransformerBlock(layers.Layer)`
+    with `self.layernorm1`, keras-hub's `TransformerEncoder`,
+    `TransformerDecoder` and its backbones' own blocks). Such a nested norm
+    is swapped in place in its parent, which keeps calling it by the same
+    attribute. tfnorm's own `TransformerEncoderBlock` is the exception: it
+    records its norm in its config, so rebuild it with `norm=...` instead.
+
+    Copy or in place: by default `model` is not changed. A Sequential or
+    functional model is copied layer by layer (`clone_model`) and a
+    keras-hub backbone (a functional model of its own class) from its
+    config, then the copy is converted. A model that cannot be copied (a
+    subclassed model, or custom layers without a complete `get_config`, as
+    user code often has) is an error that says so, unless `inplace=True`:
+    then `model` itself is converted and returned.
+
+    What a saved model reloads as: norms that are nodes of a plain
+    functional or Sequential model are recorded in its config, so they
+    reload as tfnorm's norms (after `import tfnorm`). Norms held by a layer
+    that creates them itself (a subclassed block's `__init__`/`build`,
+    keras-hub's layers and backbones) are not: the reloaded layer creates
+    its original norms again (Keras's LayerNormalization, `LlamaLayerNorm`,
+    ...) and loads the same weights into them, so the reloaded model gives
+    the same outputs, with the original norm classes. Convert it again
+    after loading to train with tfnorm's norms.
+
+    Nothing is half converted: anything that cannot be converted is one
+    `ValueError` naming the layer's path (e.g.
+    `transformer_block/layernorm1`) and why, raised before any change, and a
+    failure while swapping puts every swapped norm back.
 
     Args:
-        model: a built Sequential or functional Keras model.
+        model: a built Keras model.
         to: `"tfnorm"` or `"keras"`. Defaults to `"tfnorm"`.
+        inplace: bool, whether to convert `model` itself instead of a copy.
+            Defaults to `False`.
 
     Returns:
-        A new model with the same weights.
+        The converted model: a new one with the same weights, or `model`
+        itself with `inplace=True`.
 
     Example:
 
@@ -53,25 +101,56 @@ def replace_norms(model, to="tfnorm"):
     """
     if to not in _TARGETS:
         raise ValueError(f"`to` must be one of {_TARGETS}. Received: to={to!r}")
+    if not isinstance(inplace, bool):
+        raise ConversionError(
+            f"`inplace` must be True or False. Received: inplace={inplace!r}"
+        )
+    if inplace:
+        _convert_in_place(model, to)
+        return model
     if not is_graph_model(model):
-        raise ValueError(
-            "replace_norms rebuilds Sequential and functional models; "
-            f"{type(model).__name__} '{model.name}' is a subclassed model. "
+        raise ConversionError(
+            f"{type(model).__name__} '{model.name}' is a subclassed model, "
+            "which replace_norms cannot copy (it has no graph to rebuild); "
+            "pass inplace=True to convert it in place. "
             f"Received: model={model.name!r}"
         )
-    return _clone(model, to)
+    # Everything is checked on the original first, so an unconvertible norm
+    # is named before any copying.
+    _plan(model, to)
+    if is_functional_subclass(model):
+        copy = _copy_from_config(model)
+    else:
+        copy = _clone(model, to)
+    _convert_in_place(copy, to)
+    return copy
 
 
-def _clone(model, to):
+def _copy_from_config(model):
+    """A copy of a functional model of its own class (a keras-hub backbone),
+    from its config, with its weights."""
+    try:
+        copy = type(model).from_config(model.get_config())
+        copy.set_weights(model.get_weights())
+    except Exception as error:  # Keras raises all kinds here.
+        raise ConversionError(
+            f"{type(model).__name__} '{model.name}' cannot be copied from its "
+            f"config ({type(error).__name__}: {error}); pass inplace=True to "
+            f"convert it in place. Received: model={model.name!r}"
+        ) from error
+    return copy
+
+
+def _clone(model, to, prefix=""):
     pairs = []
 
     def clone_layer(layer):
+        path = prefix + layer.name
         if is_graph_model(layer):
-            return _clone(layer, to)
-        new = _converted(layer, to)
+            return _clone(layer, to, path + "/")
+        new = _converted(layer, to, path)
         if new is None:
-            _reject_hidden_norms(layer, to)
-            new = type(layer).from_config(layer.get_config())
+            new = _config_copy(layer, path)
         pairs.append((layer, new))
         return new
 
@@ -82,6 +161,177 @@ def _clone(model, to):
     return new_model
 
 
+def _config_copy(layer, path):
+    try:
+        return type(layer).from_config(layer.get_config())
+    except Exception as error:  # Keras raises all kinds here.
+        raise ConversionError(
+            f"Layer '{path}' ({_class_path(layer)}) cannot be rebuilt from "
+            f"its config ({type(error).__name__}: {error}), as happens with "
+            "custom layers without a complete `get_config`, so the model "
+            "cannot be copied; pass inplace=True to convert the model in "
+            f"place. Received: layer={path!r}"
+        ) from error
+
+
+def _class_path(layer):
+    return f"{type(layer).__module__}.{type(layer).__name__}"
+
+
+class ConversionError(ValueError):
+    """A norm `replace_norms` cannot convert (as opposed to an error from
+    Keras's internals, which it wraps in one of these)."""
+
+
+class _Origin:
+    """The class and config of the keras-hub norm a tfnorm norm replaced, so
+    `to="keras"` can put that class back (a plain object: Keras's attribute
+    tracking and saving ignore it)."""
+
+    def __init__(self, cls, config):
+        self.cls = cls
+        self.config = config
+
+
+def _wants(layer, to):
+    """True if `to` would swap the norm `layer`."""
+    if to == "tfnorm":
+        return _is_keras_norm(layer) or foreign_norm(layer) is not None
+    return isinstance(layer, BaseNormalization)
+
+
+def _plan(root, to):
+    """`[(path, parent, norm)]` for every norm under `root` that `to` swaps.
+
+    Raises a ValueError naming the first norm that cannot be converted, or
+    held where it cannot be replaced; nothing is changed.
+    """
+    swaps = []
+    seen = set()
+
+    def visit(parent, prefix):
+        for child in sublayers(parent, recursive=False):
+            if id(child) in seen:
+                continue
+            seen.add(id(child))
+            path = prefix + child.name
+            if _wants(child, to):
+                _check_convertible(child, to, path)
+                _check_reachable(parent, child, path)
+                swaps.append((path, parent, child))
+                continue
+            if _is_tfnorm_composite(child):
+                _reject_hidden_norms(child, to, path)
+                continue
+            visit(child, path + "/")
+
+    visit(root, "")
+    return swaps
+
+
+def _is_tfnorm_composite(layer):
+    return type(layer).__module__.startswith("tfnorm.") and not isinstance(
+        layer, BaseNormalization
+    )
+
+
+def _check_reachable(parent, norm, path):
+    if is_graph_model(parent):
+        return
+    places = holders(parent, norm)
+    if not places or any(
+        isinstance(getattr(parent, name), tuple) for name, key in places
+    ):
+        raise ConversionError(
+            f"Layer '{path}' is held by '{parent.name}' "
+            f"({_class_path(parent)}) in a way replace_norms cannot replace "
+            "(a tuple, a closure or another object, not an attribute, list "
+            f"or dict of the layer). Received: layer={path!r}"
+        )
+
+
+def _check_convertible(norm, to, path):
+    # Builds (and discards) the replacement: option errors surface here.
+    _converted(norm, to, path)
+    if not norm.built:
+        raise ConversionError(
+            f"Layer '{path}' is not built, so its weights cannot be copied; "
+            f"call the model once first. Received: layer={path!r}"
+        )
+
+
+def _convert_in_place(root, to):
+    swaps = _plan(root, to)
+    done = []
+    try:
+        for path, parent, old in swaps:
+            new = _replacement(old, to, path)
+            _attach(parent, old, new, path)
+            done.append((parent, old, new))
+    except Exception as error:
+        for parent, old, new in reversed(done):
+            _attach(parent, new, old, "")
+        if isinstance(error, ConversionError):
+            raise
+        raise ConversionError(
+            f"replace_norms could not swap layer '{path}' "
+            f"({type(error).__name__}: {error}); the model was left as it "
+            f"was. Received: layer={path!r}"
+        ) from error
+
+
+def _attach(parent, old, new, path):
+    if is_graph_model(parent):
+        if replace_graph_layer(parent, old, new):
+            return
+    elif replace_sublayer(parent, old, new):
+        return
+    raise ConversionError(
+        f"Layer '{path}' could not be replaced in '{parent.name}'. "
+        f"Received: layer={path!r}"
+    )
+
+
+def _replacement(old, to, path):
+    """The converted, built copy of the norm `old`, with its weights,
+    checked to give `old`'s outputs."""
+    new = _converted(old, to, path)
+    shape = built_input_shape(old)
+    if shape is None:
+        # keras-hub's norms and Keras's own normalise trailing axes whose
+        # sizes their weights give.
+        weight_shape = tuple(old.weights[0].shape) if old.weights else None
+        if weight_shape is None:
+            raise ConversionError(
+                f"The input shape of layer '{path}' is unknown. "
+                f"Received: layer={path!r}"
+            )
+        shape = (None,) + weight_shape
+    build_sublayer(new, shape)
+    record_built_shape(new, shape)
+    if old.weights:
+        new.set_weights(_weights_for(old, new))
+    _check_same_outputs(old, new, shape, path)
+    return new
+
+
+def _check_same_outputs(old, new, shape, path):
+    if str(getattr(old, "compute_dtype", "float32")) != "float32":
+        return  # the check is for float32; half types round differently.
+    rng = np.random.default_rng(0)
+    x = (rng.standard_normal([d or 3 for d in shape]) * 2.0 + 0.5).astype("float32")
+    expected = np.asarray(old(x))
+    actual = np.asarray(new(x))
+    error = float(np.max(np.abs(expected - actual))) if expected.size else 0.0
+    if not error <= _ATOL:
+        raise ConversionError(
+            f"Layer '{path}' ({_class_path(old)}) and its replacement "
+            f"{type(new).__name__} disagree by {error:.3g} on random inputs "
+            f"(more than {_ATOL}): its formula is not the one tfnorm assumed "
+            f"for this class, so it is not converted. Received: layer={path!r}"
+        )
+
+
 def _is_keras_norm(layer):
     rms = keras_rms_normalization()
     return type(layer) is keras.layers.LayerNormalization or (
@@ -89,27 +339,58 @@ def _is_keras_norm(layer):
     )
 
 
-def _converted(layer, to):
+def _converted(layer, to, path):
     """The converted copy of a norm layer (unbuilt), or None if not a norm."""
+    if to == "tfnorm" and foreign_norm(layer) is not None:
+        return _from_foreign(layer, path)
     if to == "tfnorm" and _is_keras_norm(layer):
         config = layer.get_config()
         if type(layer) is keras.layers.LayerNormalization:
             if config.pop("rms_scaling", False):
-                raise ValueError(
-                    f"Layer '{layer.name}' is a keras LayerNormalization with "
+                raise ConversionError(
+                    f"Layer '{path}' is a keras LayerNormalization with "
                     "rms_scaling=True, which tfnorm does not have (it divides "
                     "by the standard deviation without centring); use "
                     "tfnorm.RMSNorm in a new model instead. "
-                    f"Received: layer={layer.name!r}"
+                    f"Received: layer={path!r}"
                 )
             return LayerNormalization(**config, weight_layout="keras")
         return RMSNorm(**config, weight_layout="keras")
     if to == "keras" and isinstance(layer, BaseNormalization):
-        return _keras_equivalent(layer)
+        origin = getattr(layer, "_tfnorm_origin", None)
+        if origin is not None:
+            return origin.cls.from_config(dict(origin.config, name=layer.name))
+        return _keras_equivalent(layer, path)
     return None
 
 
-def _keras_equivalent(layer):
+def _from_foreign(layer, path):
+    spec = foreign_norm(layer)
+    try:
+        config = layer.get_config()
+    except Exception:  # a class without get_config of its own (Gemma's)
+        config = None
+    if config is None and isinstance(spec.epsilon, str):
+        # Such classes take `epsilon` and the base arguments only.
+        config = {
+            "name": layer.name,
+            "epsilon": foreign_epsilon(layer, spec),
+            "dtype": layer.dtype_policy,
+            "trainable": layer.trainable,
+        }
+    new = RMSNorm(
+        axis=-1,
+        epsilon=foreign_epsilon(layer, spec),
+        zero_centered_gamma=spec.zero_centered,
+        name=layer.name,
+        dtype=layer.dtype_policy,
+    )
+    if config is not None:
+        object.__setattr__(new, "_tfnorm_origin", _Origin(type(layer), config))
+    return new
+
+
+def _keras_equivalent(layer, path):
     config = layer.get_config()
     config.pop("weight_layout", None)
     if type(layer) is LayerNormalization:
@@ -137,31 +418,26 @@ def _keras_equivalent(layer):
         what = ", ".join(unsupported)
     else:
         what = type(layer).__name__
-    raise ValueError(
-        f"Keras has no equivalent of layer '{layer.name}' "
+    raise ConversionError(
+        f"Keras has no equivalent of layer '{path}' "
         f"({type(layer).__name__}; missing in Keras: {what}), so it cannot "
-        f"be converted to Keras's built-ins. Received: layer={layer.name!r}"
+        f"be converted to Keras's built-ins. Received: layer={path!r}"
     )
 
 
-def _reject_hidden_norms(layer, to):
-    """Raises if `layer` holds norm sublayers that `to` would have to swap."""
-    inner = [
-        sub
-        for sub in sublayers(layer)
-        if (to == "tfnorm" and _is_keras_norm(sub))
-        or (to == "keras" and isinstance(sub, BaseNormalization))
-    ]
+def _reject_hidden_norms(layer, to, path):
+    """Raises if tfnorm's composite `layer` holds norms that `to` would swap."""
+    inner = [sub for sub in sublayers(layer) if _wants(sub, to)]
     if inner:
         names = ", ".join(f"'{sub.name}'" for sub in inner)
-        raise ValueError(
-            f"Layer '{layer.name}' ({type(layer).__module__}."
-            f"{type(layer).__name__}) creates its norms ({names}) itself, "
-            "from a config that does not record their class: swapped in "
-            "place, a saved copy would reload with the original norms. "
-            "replace_norms leaves the whole model unconverted; rebuild this "
-            "layer with the norm you want (tfnorm.TransformerEncoderBlock "
-            f"takes a `norm` argument). Received: layer={layer.name!r}"
+        raise ConversionError(
+            f"Layer '{path}' ({_class_path(layer)}) creates its norms "
+            f"({names}) itself from its `norm` argument, which its config "
+            "records: swapped in place, a saved copy would reload with the "
+            "original norms. replace_norms leaves the whole model "
+            "unconverted; rebuild this layer with the norm you want "
+            "(tfnorm.TransformerEncoderBlock takes a `norm` argument). "
+            f"Received: layer={path!r}"
         )
 
 
