@@ -1,0 +1,162 @@
+"""The step loop of `tfnorm train --model-fn` against the same model's `model.fit`.
+
+The model is `examples/keras_transformer_classifier.py` (the keras.io text
+classifier with Keras's own norms, compiled) on its NumPy data, batch 32.
+Each repetition times, interleaved (order alternating):
+
+* `fit`: `model.fit(x, y, batch_size=32, epochs=1, steps_per_epoch=N,
+  shuffle=True, verbose=0)` for N = 2 x STEPS and N = STEPS: the difference
+  over STEPS is the time of a step (without the set-up each `fit` call
+  pays once);
+* `tfnorm train`: `STEPS` steps of the run's own step path for the same
+  model and data (`tfnorm.training.own_model`: the seeded batch order, the
+  model's `train_step`, the per-step NaN check of the loss, progress lines
+  every `--log-every` steps), through `run_loop` with the NaN guard and the
+  progress action as `train` orders them; no checkpoint falls inside.
+
+Each side builds its model once and warms up (tracing) first. The ratio is
+tfnorm's time per step over fit's; `--repeats` repetitions give its median
+and spread. Wall clock; the load is checked as in `bench/norms.py`.
+
+    python bench/train_loop.py [--steps 40] [--repeats 5] [--require-idle]
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import statistics
+import sys
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)
+
+from bench.machine import Run  # noqa: E402
+from tfnorm.training import actions, reporting  # noqa: E402
+from tfnorm.training.config import TrainConfig  # noqa: E402
+from tfnorm.training.loop import run_loop  # noqa: E402
+from tfnorm.training.own_model import OwnModelWorkload  # noqa: E402
+from tfnorm.training.run_files import ProgressLog  # noqa: E402
+
+EXAMPLE = os.path.join(REPO, "examples", "keras_transformer_classifier.py")
+BATCH = 32
+
+
+def tfnorm_side(steps, log_every, logdir):
+    """A function timing `steps` steps of the run's step path."""
+    config = TrainConfig(
+        model_fn=f"{EXAMPLE}:build_model",
+        data_fn=f"{EXAMPLE}:load_data",
+        batch_size=BATCH,
+        log_every=log_every,
+        logdir=logdir,
+    ).resolve()
+    log = ProgressLog(io.StringIO())
+    workload = OwnModelWorkload(config, log)
+    workload.load(None, False)
+    total = 10**9
+    training = workload.build(total)
+    step_fn = workload.step_fn(training)
+    cadence = actions.Cadence(10**6, total, 10**6)
+    guard = actions.NanGuard(training.model, cadence, log, lambda: None)
+    progress = reporting.Progress(
+        log, None, cadence, 1, BATCH, log_every, training.learning_rate,
+        reset=workload.reset_window(training),
+    )  # fmt: skip
+    done = [0]
+
+    def timed():
+        start = time.perf_counter()
+        run_loop(step_fn, done[0], done[0] + steps, [guard, progress])
+        done[0] += steps
+        return (time.perf_counter() - start) / steps
+
+    return timed
+
+
+def fit_side(steps):
+    """A function timing one `fit` epoch of `steps` steps on the same data."""
+    sys.path.insert(0, os.path.dirname(EXAMPLE))
+    import keras_transformer_classifier as example
+
+    model = example.build_model()
+    (x, y), _ = example.load_data()
+
+    def epoch(length):
+        start = time.perf_counter()
+        model.fit(
+            x, y, batch_size=BATCH, epochs=1, steps_per_epoch=length,
+            shuffle=True, verbose=0,
+        )  # fmt: skip
+        return time.perf_counter() - start
+
+    def timed():
+        # Each `fit` call pays for its data adapter and callbacks before the
+        # first step; the difference of two epoch lengths is its step alone.
+        return (epoch(2 * steps) - epoch(steps)) / steps
+
+    return timed
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=40, help="steps per timing")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--log-every", type=int, default=10)
+    parser.add_argument("--require-idle", action="store_true")
+    parser.add_argument("--markdown", help="also write the table to this file")
+    parser.add_argument("--json", help="also write the raw times to this file")
+    args = parser.parse_args(argv)
+    if args.steps < 1 or args.repeats < 1:
+        parser.error("--steps and --repeats must be at least 1")
+    run = Run("wall", args.require_idle)
+    print(run.header(), flush=True)
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as logdir:
+        sides = {
+            "tfnorm": tfnorm_side(args.steps, args.log_every, logdir),
+            "fit": fit_side(args.steps),
+        }
+        for timed in sides.values():  # tracing, first-epoch costs
+            timed()
+        times = {name: [] for name in sides}
+        for repeat in range(args.repeats):
+            order = list(sides) if repeat % 2 == 0 else list(sides)[::-1]
+            for name in order:
+                times[name].append(sides[name]())
+    run.finish()
+    ratios = [ours / theirs for ours, theirs in zip(times["tfnorm"], times["fit"])]
+    method = (
+        f"{EXAMPLE.split(os.sep)[-1]} (compiled, batch {BATCH}); {args.repeats} "
+        f"interleaved repetitions of {args.steps} steps; progress every "
+        f"{args.log_every} steps"
+    )
+    table = "\n".join(
+        [
+            "| step path | ms/step (median) | ÷ fit (median, min-max) |",
+            "| --- | ---: | ---: |",
+            f"| model.fit | {1000 * statistics.median(times['fit']):.2f} | 1.00 |",
+            f"| tfnorm train | {1000 * statistics.median(times['tfnorm']):.2f} | "
+            f"{statistics.median(ratios):.3f} ({min(ratios):.3f}-{max(ratios):.3f}) |",
+        ]
+    )
+    print(f"\n{run.header()}\n{method}\n\n{table}")
+    if args.markdown:
+        with open(args.markdown, "w") as handle:
+            handle.write(f"{run.header()}\n{method}\n\n{table}\n")
+    if args.json:
+        with open(args.json, "w") as handle:
+            json.dump(
+                {"run": run.describe(), "method": method, "seconds_per_step": times},
+                handle,
+                indent=1,
+            )
+
+
+if __name__ == "__main__":
+    main()
