@@ -385,8 +385,20 @@ def free_port():
         return sock.getsockname()[1]
 
 
+USER_MODULE = os.path.join(REPO, "tests", "training", "user_module.py")
+USER_MODEL_FLAGS = [
+    "--model-fn", f"{USER_MODULE}:compiled_model",
+    "--data-fn", f"{USER_MODULE}:array_data", "--batch-size", "16",
+]  # fmt: skip
+
+
 @pytest.mark.slow
-def test_multi_worker_run_of_two_processes_has_the_chief_write_everything(tmp_path):
+@pytest.mark.parametrize(
+    "model_flags", [None, USER_MODEL_FLAGS], ids=["classifier", "users-model"]
+)
+def test_multi_worker_run_of_two_processes_has_the_chief_write_everything(
+    tmp_path, model_flags
+):
     logdir = tmp_path / "run"
     logdir.mkdir()
     cluster = {"worker": [f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"]}
@@ -401,7 +413,7 @@ def test_multi_worker_run_of_two_processes_has_the_chief_write_everything(tmp_pa
             )
             outputs.append(tmp_path / f"worker{index}.txt")
             with open(outputs[-1], "w") as stdout:
-                cmd = command(logdir, *extra)
+                cmd = command(logdir, *extra, model_flags=model_flags)
                 cmd.remove("--log-file")
                 cmd.remove(str(logdir / "train.log"))
                 processes.append(

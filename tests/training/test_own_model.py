@@ -207,3 +207,25 @@ def test_broken_user_code_fails_before_anything_is_created(
             getattr(user_module, data_fn),
         )
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("data_fn", ["array_data", "dataset_data"])
+def test_mirrored_over_two_cpus_trains_the_users_model(tmp_path, data_fn):
+    summary, out = run(
+        tmp_path, "run", user_module.compiled_model, getattr(user_module, data_fn),
+        strategy="mirrored", devices=["/cpu:0", "/cpu:1"], epochs=2,
+    )  # fmt: skip
+    assert "2 replica(s)" in out
+    assert summary["status"] == "completed" and summary["final_step"] == 10
+    assert np.isfinite(summary["metrics"]["val_loss"])
+
+
+def test_mixed_precision_builds_the_users_model_under_the_policy(tmp_path):
+    summary, out = run(
+        tmp_path, "run", user_module.subclassed_model, user_module.array_data,
+        loss="sparse_categorical_crossentropy", from_logits=True,
+        mixed_precision="mixed_float16",
+    )  # fmt: skip
+    assert "policy mixed_float16" in out
+    assert summary["status"] == "completed"
+    assert np.isfinite(summary["metrics"]["loss"])

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 
+from tfnorm._keras.layers import sublayers
 from tfnorm._keras.runtime import IS_KERAS_3, keras
 
 
@@ -55,7 +56,8 @@ def random_state_variables(model):
         weights = {id(weight) for weight in model.weights}
         return [v for v in model.variables if id(v) not in weights]
     states = []
-    for module in [model] + list(model.submodules):
+    # `model.submodules` trips over a compiled Keras 2.9 model's internals.
+    for module in [model] + sublayers(model):
         # Keras 2 keeps it private: `BaseRandomLayer._random_generator`, a
         # `backend.RandomGenerator` that creates its `tf.random.Generator`
         # on first use (None unless enabled). Creating it now, under the

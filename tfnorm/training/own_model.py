@@ -171,7 +171,9 @@ class OwnModelWorkload:
             _keras.build_optimizer(optimizer, model.trainable_variables)
             iterator = None
             if isinstance(self.train, DatasetData):
-                iterator = _iterator(strategy, self.train.dataset.repeat())
+                # A plain iterator: TensorFlow can checkpoint it, not a
+                # distributed one; batches are split over replicas instead.
+                iterator = iter(self.train.dataset.repeat())
             return assemble(strategy, policy, model, schedule, optimizer, iterator)
 
     def _call_model_fn(self):
@@ -237,7 +239,10 @@ class OwnModelWorkload:
     def _probe_batch(self):
         if isinstance(self.train, ArrayData):
             count = min(len(self.train), PROBE_EXAMPLES)
-            return self.train.take(np.arange(count))
+            # Tensors: Keras 2.9's `test_step` reads `.shape.rank`.
+            return tf.nest.map_structure(
+                tf.convert_to_tensor, self.train.take(np.arange(count))
+            )
         batch = self.train.first_batch()
         return tf.nest.map_structure(lambda t: t[:PROBE_EXAMPLES], tuple(batch))
 
@@ -264,22 +269,34 @@ class OwnModelWorkload:
         return training.model.reset_metrics
 
     def evaluate_fn(self, training):
+        """The model's metrics over the validation data, as `evaluate` gives
+        them, from the model's own `test_step` under the run's strategy.
+
+        With several replicas, each batch is split evenly over them: the
+        last batch's few examples beyond a multiple of the replica count are
+        left out.
+        """
         if self.val is None:
             return None
-        model, batch_size = training.model, self.config.batch_size
+        model, strategy = training.model, training.strategy
+        test_step = make_test_step(model, strategy)
+        batch_size = self.config.batch_size
+
+        def batches():
+            if isinstance(self.val, ArrayData):
+                for start in range(0, len(self.val), batch_size):
+                    yield self.val.take(slice(start, start + batch_size))
+            else:
+                yield from self.val.dataset
 
         def evaluate():
-            if isinstance(self.val, ArrayData):
-                x, y, *weights = self.val.parts
-                sample_weight = weights[0] if weights else None
-                results = model.evaluate(
-                    x, y, sample_weight=sample_weight, batch_size=batch_size,
-                    verbose=0, return_dict=True,
-                )  # fmt: skip
-            else:
-                results = model.evaluate(self.val.dataset, verbose=0, return_dict=True)
             model.reset_metrics()
-            return {f"val_{name}": float(value) for name, value in _scalars(results)}
+            logs = {}
+            for batch in batches():
+                if tf.nest.flatten(batch)[0].shape[0] >= strategy.num_replicas_in_sync:
+                    logs = test_step(steps.distribute(strategy, *batch))
+            model.reset_metrics()
+            return {f"val_{name}": value for name, value in _scalars(logs)}
 
         return evaluate
 
@@ -336,6 +353,19 @@ def make_train_step(model, strategy):
     return on_batch, on_iterator
 
 
+def make_test_step(model, strategy):
+    """A compiled step: batch -> the model's metrics after its `test_step`."""
+
+    @tf.function
+    def on_batch(data):
+        outputs = strategy.run(model.test_step, args=(data,))
+        return tf.nest.map_structure(
+            lambda v: strategy.experimental_local_results(v)[0], outputs
+        )
+
+    return on_batch
+
+
 def _array_step_fn(training, train_step, data, config):
     on_batch, _ = train_step
     stream = steps.index_batches(
@@ -353,11 +383,18 @@ def _array_step_fn(training, train_step, data, config):
 
 
 def _dataset_step_fn(training, train_step):
-    _, on_iterator = train_step
-    iterator = training.data_iterator
+    on_batch, on_iterator = train_step
+    iterator, strategy = training.data_iterator, training.strategy
+    # One replica reads its batch inside the compiled step, as `fit` does.
+    in_graph = strategy.num_replicas_in_sync == 1 and not isinstance(
+        strategy, tf.distribute.MultiWorkerMirroredStrategy
+    )
 
     def step_fn(step):
-        logs = on_iterator(iterator)
+        if in_graph:
+            logs = on_iterator(iterator)
+        else:
+            logs = on_batch(steps.distribute(strategy, *next(iterator)))
         training.step.assign(step)
         return dict(_scalars(logs))
 
@@ -400,14 +437,6 @@ def _part(part, role):
     raise DataError(
         f"data_fn must return {_DATA_FORMS}. Received for {role}: {type(part).__name__}"
     )
-
-
-def _iterator(strategy, dataset):
-    if strategy.num_replicas_in_sync == 1 and not isinstance(
-        strategy, tf.distribute.MultiWorkerMirroredStrategy
-    ):
-        return iter(dataset)
-    return iter(strategy.experimental_distribute_dataset(dataset))
 
 
 def _run(model, probe, what, call=None):
