@@ -30,6 +30,7 @@ from tests.cli.test_train import (
 )
 from tfnorm._keras import tf
 from tfnorm.cli.main import main
+from tfnorm.training import checkpoints
 
 
 @contextlib.contextmanager
@@ -108,6 +109,53 @@ def test_a_second_run_is_refused_and_a_dead_runs_lock_is_taken_over(tmp_path):
     third = run_to_end(logdir, *extra)
     assert third.returncode == 0, third.stdout[-2000:] + third.stderr[-2000:]
     assert "took over the lock" in third.stdout and f"pid {first.pid}" in third.stdout
+
+
+TINY = [
+    "--task",
+    "sorted",
+    "--num-examples",
+    "64",
+    "--max-len",
+    "8",
+    "--num-layers",
+    "1",
+]
+TINY += ["--d-model", "16", "--num-heads", "2", "--histogram-every", "0", "--no-export"]
+
+
+def test_a_second_run_sharing_the_logdir_is_refused_even_with_its_own_checkpoints(
+    tmp_path, capsys
+):
+    # Both would write logdir/summary.json (and the export, the vocabulary).
+    logdir = tmp_path / "run"
+    logdir.mkdir()
+    first = checkpoints.DirectoryLock(str(logdir))  # the first run's logdir lock
+    first.acquire()
+    try:
+        argv = ["train", *TINY, "--logdir", str(logdir), "--steps-per-epoch", "2"]
+        status = main(argv + ["--checkpoint-dir", str(tmp_path / "other")])
+    finally:
+        first.release()
+    err = capsys.readouterr().err
+    assert status == 2, err
+    assert re.search(r"--logdir .*is in use by another run \(host .* pid \d+", err)
+    assert len(err.strip().splitlines()) == 1
+    assert not (logdir / "summary.json").exists()
+    # Its own checkpoint directory holds at most an empty (free) lock file.
+    assert [(p.name, p.read_text()) for p in (tmp_path / "other").iterdir()] in (
+        [],
+        [("tfnorm.lock", "")],
+    )
+
+
+def test_a_checkpoint_dir_equal_to_the_logdir_takes_one_lock_and_runs(tmp_path, capsys):
+    logdir = tmp_path / "run"
+    argv = ["train", *TINY, "--logdir", str(logdir), "--steps-per-epoch", "2"]
+    assert main(argv + ["--checkpoint-dir", str(logdir)]) == 0, capsys.readouterr()
+    summary = json.loads(read(logdir / "summary.json"))
+    assert summary["status"] == "completed"
+    assert (logdir / "tfnorm.lock").read_text() == ""
 
 
 # ----------------------------------------------------------------- kill -9

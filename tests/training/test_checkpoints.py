@@ -194,3 +194,32 @@ def test_a_dead_holder_lock_is_taken_over_and_reported(tmp_path):
     stale = lock.acquire()
     assert stale and "pid" in stale and f"pid {os.getpid()}" not in stale
     lock.release()
+
+
+@pytest.mark.parametrize("kind", ["symlink", "hard link"])
+def test_a_linked_lock_file_is_refused_and_its_target_left_as_it_was(tmp_path, kind):
+    # A shared directory: someone links the lock to another user's file.
+    secret = tmp_path / "id_ed25519"
+    secret.write_text("private key\n")
+    directory = tmp_path / "checkpoints"
+    directory.mkdir()
+    lock_path = directory / "tfnorm.lock"
+    if kind == "symlink":
+        lock_path.symlink_to(secret)
+    else:
+        os.link(secret, lock_path)
+    lock = checkpoints.DirectoryLock(str(directory))
+    with pytest.raises(OSError) as info:
+        lock.acquire()
+    assert str(lock_path) in str(info.value) and "private key" not in str(info.value)
+    lock.release()
+    assert secret.read_text() == "private key\n"
+
+
+def test_a_lock_holders_text_is_shown_as_one_short_line(tmp_path):
+    # Whatever the file holds, at most one line of it reaches the run's log.
+    (tmp_path / "tfnorm.lock").write_text("host a pid 1\n" + "x" * 5000 + "\nmore\n")
+    lock = checkpoints.DirectoryLock(str(tmp_path))
+    stale = lock.acquire()
+    lock.release()
+    assert stale == "host a pid 1"

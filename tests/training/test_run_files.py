@@ -122,3 +122,33 @@ def test_every_status_has_an_exit_status():
     assert run_files.EXIT_STATUS["completed"] == 0
     assert len(set(run_files.EXIT_STATUS.values())) == len(run_files.EXIT_STATUS)
     assert 2 not in run_files.EXIT_STATUS.values()  # the CLI's "bad input"
+
+
+def test_a_symlinked_log_file_is_refused_and_its_target_left_as_it_was(tmp_path):
+    secret = tmp_path / "notes.txt"
+    secret.write_text("mine\n")
+    log_file = tmp_path / "train.log"
+    log_file.symlink_to(secret)
+    log = run_files.ProgressLog(io.StringIO(), str(log_file))
+    log.line("starting")
+    with pytest.raises(OSError, match="train.log is a symbolic link"):
+        log.open_file()
+    log.close()
+    assert secret.read_text() == "mine\n"
+
+
+def test_run_config_and_vocabulary_replace_a_link_without_writing_through_it(
+    tmp_path,
+):
+    from tfnorm.training.data import save_vocabulary
+
+    cfg = config(tmp_path)
+    os.makedirs(cfg.checkpoint_dir)
+    secret = tmp_path / "notes.txt"
+    secret.write_text("mine\n")
+    for name in ("run_config.json", "vocabulary.json", "vocabulary.json.tmp"):
+        os.symlink(secret, os.path.join(cfg.checkpoint_dir, name))
+    run_files.write_run_config(cfg, {"data_sha256": None})
+    save_vocabulary(["good"], cfg.checkpoint_dir)
+    assert secret.read_text() == "mine\n"
+    assert run_files.read_run_config(cfg.checkpoint_dir)["task"] == "sorted"

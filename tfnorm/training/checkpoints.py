@@ -26,7 +26,7 @@ import shutil
 import socket
 
 from tfnorm._keras import tf
-from tfnorm.training.run_files import atomic_write_text
+from tfnorm.training.files import atomic_write_text, open_in_place
 
 PREFIX = "ckpt"
 STATE_FILE = "checkpoint"
@@ -256,11 +256,16 @@ class DirectoryLock:
 
         Raises:
             DirectoryLockedError: a live process holds it.
+            UnsafeFileError: the lock file is a link or not a regular file
+                (nothing is read from or written to it).
             OSError: the lock file cannot be created.
         """
         import fcntl
 
-        handle = open(self.path, "a+", encoding="utf-8")
+        # Never through a link: someone else's file would be shown in the
+        # log (as the "holder") and then emptied.
+        descriptor = open_in_place(self.path, os.O_RDWR | os.O_CREAT)
+        handle = os.fdopen(descriptor, "r+", encoding="utf-8", errors="replace")
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -297,5 +302,12 @@ class DirectoryLock:
 
 
 def _read_holder(handle):
+    """The holder's line ("host H pid P"): at most one short line of the file."""
     handle.seek(0)
-    return handle.read().strip()
+    text = handle.read(_HOLDER_CHARS).strip()
+    first = text.splitlines()[0] if text else ""
+    return "".join(c for c in first if c.isprintable())[:_HOLDER_CHARS]
+
+
+# More than a host name (at most 253) and a pid take.
+_HOLDER_CHARS = 300

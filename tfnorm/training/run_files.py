@@ -30,6 +30,7 @@ from tfnorm.training.data.vocabulary import (
     load_vocabulary,
     save_vocabulary,
 )
+from tfnorm.training.files import atomic_write_text, open_in_place, refuse_links
 
 #: A run's `status` (in `summary.json` and the dict `train` returns) and the
 #: exit status `tfnorm train` gives it; `summary.json` repeats it as
@@ -60,6 +61,12 @@ def file_sha256(path):
 def read_run_config(checkpoint_dir):
     """The saved `run_config.json` as a dict, or None when there is none."""
     path = os.path.join(checkpoint_dir, RUN_CONFIG_FILE)
+    try:
+        refuse_links([path])
+    except OSError as error:
+        raise ConfigError(
+            "checkpoint_dir", f"{error}. Received: checkpoint_dir={checkpoint_dir!r}"
+        ) from None
     if not os.path.isfile(path):
         return None
     try:
@@ -124,8 +131,19 @@ def saved_vocabulary(checkpoint_dir, has_checkpoint):
     Returns:
         `(vocabulary or None, note or None)`; the note says why a saved
         vocabulary was ignored.
+
+    Raises:
+        ConfigError: the saved vocabulary is damaged or a link.
     """
-    vocabulary = load_vocabulary(checkpoint_dir)
+    try:
+        vocabulary = load_vocabulary(checkpoint_dir)
+    except ValueError as error:
+        raise ConfigError(
+            "checkpoint_dir",
+            f"{error}. It holds the token ids of the checkpoints beside it: "
+            "restore it, or move the directory away to start over. Received: "
+            f"checkpoint_dir={checkpoint_dir!r}",
+        ) from None
     if vocabulary is None or has_checkpoint:
         return vocabulary, None
     return None, (
@@ -219,11 +237,19 @@ class ProgressLog:
         self._bar_shown = False
 
     def open_file(self):
-        """Creates the log file's directory and opens it for appending."""
+        """Creates the log file's directory and opens it for appending.
+
+        Raises:
+            UnsafeFileError: the log file is a link or not a regular file
+                (see `tfnorm.training.files`); nothing is written to it.
+        """
         if not self.log_file or self.file is not None:
             return
         os.makedirs(os.path.dirname(os.path.abspath(self.log_file)), exist_ok=True)
-        self.file = open(self.log_file, "a", buffering=1, encoding="utf-8")
+        descriptor = open_in_place(
+            self.log_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT
+        )
+        self.file = os.fdopen(descriptor, "a", buffering=1, encoding="utf-8")
         for line in self._pending:
             self.file.write(line + "\n")
         self._pending = []
@@ -276,23 +302,6 @@ class ProgressLog:
 def _atomic_json(path, values):
     text = json.dumps(values, indent=2, default=_json_default) + "\n"
     atomic_write_text(path, text)
-
-
-def atomic_write_text(path, text):
-    """Writes `text` to `path` through a temporary file and a rename, so a
-    reader (or a rerun after `kill -9`) sees the old file or the new one,
-    never half of one. A failed write leaves no temporary file behind."""
-    temporary = f"{path}.tmp{os.getpid()}"
-    try:
-        with open(temporary, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, path)
-    except OSError:
-        if os.path.exists(temporary):
-            os.remove(temporary)
-        raise
 
 
 def _json_default(value):
