@@ -152,3 +152,39 @@ def test_run_config_and_vocabulary_replace_a_link_without_writing_through_it(
     save_vocabulary(["good"], cfg.checkpoint_dir)
     assert secret.read_text() == "mine\n"
     assert run_files.read_run_config(cfg.checkpoint_dir)["task"] == "sorted"
+
+
+class _ClosedPipe(io.StringIO):
+    """stdout after `| head -2` exited (EPIPE) or a terminal closed (EIO)."""
+
+    def __init__(self, error):
+        super().__init__()
+        self.error = error
+        self.writes = 0
+
+    def write(self, text):
+        self.writes += 1
+        raise self.error
+
+
+@pytest.mark.parametrize(
+    "error",
+    [BrokenPipeError(32, "Broken pipe"), OSError(5, "Input/output error")],
+    ids=["EPIPE", "EIO"],
+)
+def test_a_closed_stdout_is_dropped_and_the_log_file_kept(tmp_path, error):
+    stream = _ClosedPipe(error)
+    log_file = tmp_path / "train.log"
+    with run_files.ProgressLog(stream, str(log_file)) as log:
+        log.open_file()
+        log.line("step 1/10")  # must not raise
+        log.bar(2, 10, "step 2/10")
+        log.line("step 2/10")
+    assert stream.writes == 1  # never tried again
+    lines = log_file.read_text().splitlines()
+    assert "step 1/10" in lines[0] and "step 2/10" in lines[-1]
+    assert any("stdout" in line and "log file only" in line for line in lines)
+
+
+def test_the_hangup_status_exits_129():
+    assert run_files.EXIT_STATUS["hangup"] == 129

@@ -42,6 +42,7 @@ EXIT_STATUS = {
     "failed": 74,  # an output could not be written (disk full); EX_IOERR
     "interrupted": 130,  # SIGINT, as a shell reports 128 + 2
     "terminated": 143,  # SIGTERM, as a shell reports 128 + 15
+    "hangup": 129,  # SIGHUP (terminal closed, no nohup), as a shell reports 128 + 1
 }
 
 RUN_CONFIG_FILE = "run_config.json"
@@ -226,6 +227,13 @@ class ProgressLog:
     `tail -f` and `nohup` show progress as it happens; a terminal gets a
     progress bar redrawn in place, with the same lines printed above it.
     Lines logged before `open_file` are written to the file when it opens.
+
+    A stream that stops taking writes (`tfnorm train ... | head -2` once
+    head exits: EPIPE; a closed terminal: EIO) is dropped with a note in the
+    log file, and the run goes on writing the log file only: losing the
+    screen must not lose the run. Its file descriptor is pointed at
+    /dev/null, so that Python's own flush at exit finds nothing to complain
+    about.
     """
 
     def __init__(self, stream, log_file=None):
@@ -269,12 +277,40 @@ class ProgressLog:
     def line(self, text):
         stamped = f"[{datetime.datetime.now().strftime('%H:%M:%S')}] {text}"
         self._clear_bar()
-        self.stream.write(stamped + "\n")
-        self.stream.flush()
+        self._to_file(stamped)
+        self._write_stream(stamped + "\n")
+
+    def _to_file(self, stamped):
         if self.file:
             self._write_file(stamped)
         elif self.log_file:
             self._pending.append(stamped)
+
+    def _write_stream(self, text):
+        if self.stream is None:
+            return
+        try:
+            self.stream.write(text)
+            self.stream.flush()
+        except (OSError, ValueError) as error:  # ValueError: a closed file
+            self._drop_stream(error)
+
+    def _drop_stream(self, error):
+        stream, self.stream = self.stream, None
+        self._bar_shown = False
+        try:
+            descriptor = stream.fileno()
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, descriptor)
+            os.close(devnull)
+        except (OSError, ValueError, AttributeError):
+            pass  # not a real file (a notebook's stream): nothing flushes it later
+        where = "the log file only" if self.log_file else "summary.json only"
+        reason = getattr(error, "strerror", None) or error
+        self._to_file(
+            f"[{datetime.datetime.now().strftime('%H:%M:%S')}] stdout closed "
+            f"({reason}); the run goes on, progress in {where}"
+        )
 
     def _write_file(self, text):
         try:
@@ -282,21 +318,20 @@ class ProgressLog:
         except OSError as error:
             # A full disk must not end the run from the log; say it once.
             self.file = None
-            self.stream.write(f"log file {self.log_file} no longer written: {error}\n")
+            self._write_stream(f"log file {self.log_file} no longer written: {error}\n")
 
     def bar(self, step, total, text):
-        if not self.is_tty:
+        if not self.is_tty or self.stream is None:
             return
         width = 24
         filled = int(width * step / max(total, 1))
-        self.stream.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {text}\x1b[K")
-        self.stream.flush()
-        self._bar_shown = True
+        self._write_stream(f"\r[{'#' * filled}{'.' * (width - filled)}] {text}\x1b[K")
+        self._bar_shown = self.stream is not None
 
     def _clear_bar(self):
         if self._bar_shown:
-            self.stream.write("\r\x1b[K")
             self._bar_shown = False
+            self._write_stream("\r\x1b[K")
 
 
 def _atomic_json(path, values):

@@ -11,8 +11,8 @@ then assembles the pieces, each in its own module:
   anything is saved, so the last good checkpoint stays the latest), the norm
   histograms, progress lines and TensorBoard scalars, checkpoints (every
   `checkpoint_every` steps and at each epoch end), evaluation (after the
-  epoch's checkpoint) and the signal stop (SIGTERM/SIGINT finish the step,
-  save, and end the run);
+  epoch's checkpoint) and the signal stop (SIGTERM/SIGINT/SIGHUP finish the
+  step, save, and end the run);
 * checkpoint files, resume and the directory lock (`checkpoints.py`):
   resume uses the newest checkpoint that restores cleanly, a second run on
   the same directory is refused;
@@ -75,14 +75,18 @@ def train(config, handle_signals=True, stdout=None):
     Args:
         config: a `TrainConfig` or a dict of its fields (the keys of a
             `tfnorm train --config` file).
-        handle_signals: when True and called from the main thread, SIGTERM
-            and SIGINT save a checkpoint and end the run cleanly instead of
-            killing the process; the previous handlers are restored on return.
-        stdout: stream for progress lines. Defaults to `sys.stdout`.
+        handle_signals: when True and called from the main thread, SIGTERM,
+            SIGINT and SIGHUP (unless ignored, as under nohup) save a
+            checkpoint and end the run cleanly instead of killing the
+            process; the previous handlers are restored on return.
+        stdout: stream for progress lines. Defaults to `sys.stdout`. If it
+            stops taking writes (a closed pipe or terminal), progress goes on
+            in the log file only and the run continues.
 
     Returns:
         The dict also written to `logdir/summary.json`: `status`
-        ("completed", "nan", "terminated", "interrupted" or "failed"),
+        ("completed", "nan", "terminated", "interrupted", "hangup" or
+        "failed"),
         `final_step`, `total_steps`, `resumed_from_step` (0 for a fresh
         start), `resumed_from_checkpoint`, `skipped_checkpoints` (damaged
         ones, each with path and reason), `metrics` (the last loss,
