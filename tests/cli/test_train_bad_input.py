@@ -334,3 +334,18 @@ def test_the_command_prints_one_line_and_no_traceback(tmp_path):
         "in [0, 4294967295]. Received: seed=4294967296\n"
     )
     assert not (tmp_path / "run").exists()
+
+
+def test_a_damaged_vocabulary_beside_a_checkpoint_is_one_line_exit_2(tmp_path, capsys):
+    data = write(tmp_path, TEXTS, "train.csv")
+    argv = ["train", *TINY, "--data", str(data), "--logdir", str(tmp_path / "run")]
+    argv += ["--histogram-every", "0"]
+    assert main(argv) == 0, capsys.readouterr().err
+    capsys.readouterr()
+    vocabulary = tmp_path / "run" / "checkpoints" / "vocabulary.json"
+    vocabulary.write_text('["the", "cat"')  # cut short
+    status, error = run_train(tmp_path, capsys, lambda _: argv[1:])
+    assert_one_line_error(
+        status, error, r"--checkpoint-dir .*checkpoints/vocabulary\.json cannot be read"
+    )
+    assert vocabulary.read_text() == '["the", "cat"'

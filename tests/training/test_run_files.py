@@ -188,3 +188,16 @@ def test_a_closed_stdout_is_dropped_and_the_log_file_kept(tmp_path, error):
 
 def test_the_hangup_status_exits_129():
     assert run_files.EXIT_STATUS["hangup"] == 129
+
+
+@pytest.mark.parametrize(
+    "content", [b'["good", ', b"{}", b"[1, 2]", b"\xff\xfe", b""], ids=repr
+)
+def test_a_damaged_vocabulary_beside_a_checkpoint_is_a_clear_error(tmp_path, content):
+    (tmp_path / "vocabulary.json").write_bytes(content)
+    with pytest.raises(ConfigError, match=r"vocabulary\.json cannot be read") as info:
+        run_files.saved_vocabulary(str(tmp_path), True)
+    assert info.value.key == "checkpoint_dir"
+    # Without a checkpoint it would not be used anyway: a note, no error.
+    vocabulary, note = run_files.saved_vocabulary(str(tmp_path), False)
+    assert vocabulary is None and "vocabulary.json" in note

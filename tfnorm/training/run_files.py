@@ -134,11 +134,14 @@ def saved_vocabulary(checkpoint_dir, has_checkpoint):
         vocabulary was ignored.
 
     Raises:
-        ConfigError: the saved vocabulary is damaged or a link.
+        ConfigError: the saved vocabulary is damaged or a link, and a
+            checkpoint goes with it (without one it is ignored, as above).
     """
     try:
         vocabulary = load_vocabulary(checkpoint_dir)
     except ValueError as error:
+        if not has_checkpoint:
+            return None, f"ignoring {error}; no checkpoint goes with it"
         raise ConfigError(
             "checkpoint_dir",
             f"{error}. It holds the token ids of the checkpoints beside it: "
