@@ -77,6 +77,25 @@ def test_a_full_disk_ends_the_run_with_a_summary_and_no_partial_files(tmp_path, 
         tf.train.load_checkpoint(kept).get_tensor("step/.ATTRIBUTES/VARIABLE_VALUE")
 
 
+def test_lowering_keep_checkpoints_on_a_full_disk_lets_the_rerun_finish(
+    tmp_path, capsys
+):
+    # The README's advice for exit 74: free space or lower --keep-checkpoints.
+    with tmpfs(tmp_path / "disk", "size=2m") as disk:
+        logdir = disk / "run"
+        argv = ["train", *WIDE, "--logdir", str(logdir), "--epochs", "1"]
+        argv += ["--steps-per-epoch", "8", "--checkpoint-every", "1"]
+        assert main(argv + ["--keep-checkpoints", "20"]) == 74
+        filled = checkpoints.scan(str(logdir / "checkpoints"))
+        assert len(filled) >= 2
+        capsys.readouterr()
+        assert main(argv + ["--keep-checkpoints", "2"]) == 0, capsys.readouterr()
+        summary = json.loads(read(logdir / "summary.json"))
+        assert summary["status"] == "completed" and summary["final_step"] == 8
+        steps = [step for step, _ in checkpoints.scan(str(logdir / "checkpoints"))]
+        assert steps[-1] == 8 and len(steps) <= 2
+
+
 def test_a_read_only_disk_is_refused_before_training(tmp_path, capsys):
     with tmpfs(tmp_path / "disk", "size=1m,ro") as disk:
         argv = ["train", *WIDE, "--logdir", str(disk / "run")]

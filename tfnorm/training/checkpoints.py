@@ -9,8 +9,10 @@ overwrite checkpoints it did not know about. So:
   and moved to `damaged/` (kept, never deleted, never overwritten);
 * pruning (`keep_checkpoints`) deletes only checkpoints this run wrote or an
   intact state file listed, so checkpoints of unknown origin stay;
-* a failed write (a full disk) removes its own partial files and raises
-  `CheckpointWriteError`, leaving every earlier checkpoint intact;
+* a failed write removes its own partial files and raises
+  `CheckpointWriteError`, leaving every earlier checkpoint intact; on a full
+  disk, the writer first prunes down to `keep - 1` (never the newest) and
+  tries once more;
 * `DirectoryLock` keeps a second run off the same directory.
 
 The state file is still written (atomically, relative paths) so that
@@ -19,6 +21,7 @@ The state file is still written (atomically, relative paths) so that
 
 from __future__ import annotations
 
+import errno
 import glob
 import os
 import re
@@ -170,10 +173,24 @@ class CheckpointWriter:
     def save(self, step):
         """Writes the checkpoint of `step`; returns its prefix.
 
+        On a full disk (ENOSPC, EDQUOT) the managed checkpoints beyond
+        `keep - 1` (always keeping the newest) are pruned and the write is
+        tried once more: pruning normally follows a successful save, so
+        without this, lowering `keep_checkpoints` on a full disk, as the
+        README advises, could never take effect.
+
         Raises:
             CheckpointWriteError: the write failed; no partial file remains.
         """
         prefix = checkpoint_prefix(self.directory, step)
+        try:
+            return self._save_and_prune(prefix)
+        except CheckpointWriteError as error:
+            if not (_is_disk_full(error.__cause__) and self._prune_for_space()):
+                raise
+        return self._save_and_prune(prefix)
+
+    def _save_and_prune(self, prefix):
         try:
             os.makedirs(self.directory, exist_ok=True)
             path = self.checkpoint.write(prefix)
@@ -186,6 +203,19 @@ class CheckpointWriter:
             ) from error
         self._prune()
         return path
+
+    def _prune_for_space(self):
+        """Prunes down to `keep - 1` (at least one) checkpoints; True if any went."""
+        if len(self.managed) <= max(self.keep - 1, 1):
+            return False
+        while len(self.managed) > max(self.keep - 1, 1):
+            for path in files_of(self.managed.pop(0)):
+                os.remove(path)
+        try:
+            write_state_file(self.directory, self._listed())
+        except OSError:
+            pass  # the retry writes it again
+        return True
 
     def _listed(self):
         """Every checkpoint on disk, oldest first, for the state file."""
@@ -205,6 +235,13 @@ class CheckpointWriter:
                 os.remove(path)
         for temporary in glob.glob(os.path.join(self.directory, f"{STATE_FILE}.tmp*")):
             os.remove(temporary)
+
+
+def _is_disk_full(error):
+    if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    text = str(error)
+    return "No space left on device" in text or "Disk quota exceeded" in text
 
 
 def remove_partial_writes(directory):
