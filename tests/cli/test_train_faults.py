@@ -8,6 +8,7 @@ as root); elsewhere those tests skip, saying why.
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import os
 import random
@@ -94,6 +95,22 @@ def test_lowering_keep_checkpoints_on_a_full_disk_lets_the_rerun_finish(
         assert summary["status"] == "completed" and summary["final_step"] == 8
         steps = [step for step, _ in checkpoints.scan(str(logdir / "checkpoints"))]
         assert steps[-1] == 8 and len(steps) <= 2
+
+
+def test_a_full_logdir_ends_the_run_with_exit_74_and_no_traceback(tmp_path, capsys):
+    # Only the logdir's disk fills (TensorBoard events); checkpoints elsewhere.
+    with tmpfs(tmp_path / "disk", "size=64k") as disk:
+        argv = ["train", *TINY, "--logdir", str(disk / "run"), "--epochs", "1"]
+        argv += ["--checkpoint-dir", str(tmp_path / "ckpt"), "--log-every", "1"]
+        argv += ["--steps-per-epoch", "400", "--checkpoint-every", "10"]
+        argv[argv.index("--histogram-every") + 1] = "5"
+        assert main(argv) == 74
+        out = capsys.readouterr().out
+        failed = [line for line in out.splitlines() if "FAILED" in line]
+        assert len(failed) == 1 and "No space left on device" in failed[0], out[-2000:]
+        assert str(disk / "run") in failed[0]
+        assert checkpoints.scan(str(tmp_path / "ckpt"))  # those are intact
+        gc.collect()  # TensorFlow's event writers close when collected
 
 
 def test_a_read_only_disk_is_refused_before_training(tmp_path, capsys):

@@ -290,3 +290,17 @@ def test_other_write_errors_are_not_retried_and_prune_nothing(tmp_path):
         writer.save(40)
     assert len(calls) == 1
     assert [step for step, _ in checkpoints.scan(str(tmp_path))] == [10, 20, 30]
+
+
+def test_one_line_finds_the_reason_of_a_graph_execution_error():
+    message = (
+        "Graph execution error:\n\nDetected at node 'w' defined at (most recent "
+        'call last):\n  File "x.py", line 1, in f\n    g()\n'
+        "/logs/norms/events.out.tfevents.1; No space left on device\n"
+        "\tFailed to flush 11 events\n [Op:__inference__write_2026]"
+    )
+    error = tf.errors.ResourceExhaustedError(None, None, message)
+    assert checkpoints.one_line(error) == (
+        "ResourceExhaustedError: /logs/norms/events.out.tfevents.1; "
+        "No space left on device"
+    )

@@ -259,7 +259,17 @@ def one_line(error):
     """`error` as one short line: its type and first line, without TensorFlow's
     op-wrapper noise (`{{function_node ...}}`, `[Op:SaveV2]`)."""
     lines = str(error).strip().splitlines()
-    text = re.sub(r"\{\{function_node [^}]*\}\}\s*", "", lines[0] if lines else "")
+    # A graph-mode error opens with "Graph execution error:" and the Python
+    # stack of the op; the reason is the first unindented line after them.
+    reasons = [
+        line
+        for line in lines
+        if line.strip()
+        and not line[0].isspace()
+        and not line.startswith(("Graph execution error", "Detected at node"))
+    ]
+    first = reasons[0] if reasons else (lines[0] if lines else "")
+    text = re.sub(r"\{\{function_node [^}]*\}\}\s*", "", first)
     text = re.sub(r"\s*\[Op:\w+\]$", "", text)
     return f"{type(error).__name__}: {text}"[:300]
 

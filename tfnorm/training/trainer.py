@@ -245,7 +245,7 @@ class _Run:
             result = LoopResult(status, int(parts.step.numpy()), start, stop)
             # A full disk for the log or run files ends the run like one for
             # a checkpoint; anything else is a bug, reported after the summary.
-            if status == "interrupted" or not isinstance(error, OSError):
+            if status == "interrupted" or not _is_output_error(error):
                 self._write_summary(self._summary(result, run_actions, cadence, None))
                 raise
         return self._finish(result, parts, run_actions, cadence)
@@ -388,3 +388,26 @@ class _Run:
             self.log.line(
                 f"could not write summary.json: {checkpoints.one_line(error)}"
             )
+
+
+# What TensorFlow's writers (TensorBoard events in the logdir) say when the
+# disk is full, read-only or not theirs; they raise `tf.errors.OpError`, not
+# `OSError`.
+_OUTPUT_ERRORS = (
+    "No space left on device",
+    "Disk quota exceeded",
+    "Read-only file system",
+    "Permission denied",
+    "Could not flush events file",
+)
+
+
+def _is_output_error(error):
+    """Whether `error` is a failed write of an output (exit 74), not a bug."""
+    if isinstance(error, OSError):
+        return True
+    from tfnorm._keras import tf
+
+    return isinstance(error, tf.errors.OpError) and any(
+        marker in str(error) for marker in _OUTPUT_ERRORS
+    )
