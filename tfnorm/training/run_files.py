@@ -20,6 +20,7 @@ import datetime
 import hashlib
 import json
 import os
+import secrets
 
 import numpy as np
 
@@ -219,8 +220,28 @@ def write_summary(logdir, summary):
 
 
 def export_model(model, logdir):
-    """Saves `model` in the runtime's native format under `logdir/model`."""
-    return _keras.save_model(model, os.path.join(logdir, "model"))
+    """Saves `model` in the runtime's native format under `logdir/model`.
+
+    A file format is saved under a new random name beside it and renamed
+    over `model.keras`, so a link planted there during the run is replaced,
+    its target untouched. A SavedModel directory (TF 2.9) is written in
+    place; a link there is refused with `UnsafeFileError`.
+    """
+    base = os.path.join(logdir, "model")
+    path = _keras.model_path(base, _keras.NATIVE_FORMAT)
+    if _keras.NATIVE_FORMAT == "tf":
+        refuse_links([path])
+        return _keras.save_model(model, base)
+    temporary_base = f"{base}.tmp{os.getpid()}.{secrets.token_hex(4)}"
+    temporary = _keras.model_path(temporary_base, _keras.NATIVE_FORMAT)
+    try:
+        _keras.save_model(model, temporary_base)
+        os.replace(temporary, path)
+    except BaseException:
+        if os.path.lexists(temporary):
+            os.remove(temporary)  # a full disk leaves no half archive
+        raise
+    return path
 
 
 class ProgressLog:
