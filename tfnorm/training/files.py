@@ -33,8 +33,9 @@ class UnsafeFileError(OSError):
     def __init__(self, path, problem):
         super().__init__(
             errno.ELOOP,
-            f"{path} is {problem}; a run writes only its own plain files and "
-            "never through a link. Remove it (or use another directory)",
+            f"{path} is {problem}; a run writes only to its own plain files "
+            "(never through a link, never into a FIFO or device). Remove it "
+            "(or use another directory)",
             path,
         )
 
