@@ -81,12 +81,19 @@ def warn_unwritable_mounts(settings):
             owner = os.fstat(descriptor).st_uid
         finally:
             os.close(descriptor)
+        # Building the image for the folder's owner helps, unless that owner
+        # is root: the services must never run as uid 0.
+        rebuild = (
+            f", or set TFNORM_UID={owner} (and TFNORM_GID) in .env and "
+            "`docker compose build`"
+            if owner != 0
+            else ""
+        )
         log(
             f"WARNING: {path} is not writable by {account.pw_name} (uid "
             f"{account.pw_uid}); it belongs to uid {owner}. Fix on the host: "
             f"`sudo chown -R {account.pw_uid}:{account.pw_gid}` on the folder "
-            f"mounted there, or set TFNORM_UID={owner} (and TFNORM_GID) in .env "
-            "and `docker compose build` (see README, troubleshooting)"
+            f"mounted there{rebuild} (see README, troubleshooting)"
         )
 
 

@@ -20,6 +20,10 @@ from tfnorm_entrypoint.log import log
 # As long as the generated token (24 random bytes, in hex, are 48 characters);
 # shorter ones are accepted with a warning.
 RECOMMENDED_TOKEN_LENGTH = 32
+# Length alone is no strength: "a" * 32 or "password" * 4 are guessed at
+# once. Random hex of 32 characters has 16 distinct ones but for a chance of
+# about 1e-5 of fewer than 11; fewer than 8 is a pattern, warned about too.
+MIN_DISTINCT_CHARACTERS = 8
 
 
 def start_jupyter(settings, env):
@@ -72,13 +76,19 @@ def resolve_token(settings):
 
 
 def _warn_if_short(token):
+    """Warns (never showing the token) about a short or repetitive token."""
     if len(token) < RECOMMENDED_TOKEN_LENGTH:
-        log(
-            f"WARNING: JUPYTER_TOKEN has only {len(token)} characters; anyone "
-            "who reaches the port can guess a short token. Use at least "
-            f"{RECOMMENDED_TOKEN_LENGTH} random characters (`openssl rand -hex "
-            "24`), or leave it empty for a generated one"
-        )
+        weakness = f"only {len(token)} characters"
+    elif len(set(token)) < MIN_DISTINCT_CHARACTERS:
+        weakness = f"only {len(set(token))} distinct characters"
+    else:
+        return
+    log(
+        f"WARNING: JUPYTER_TOKEN has {weakness}; anyone who reaches the port "
+        "can guess a short or repetitive token. Use at least "
+        f"{RECOMMENDED_TOKEN_LENGTH} random characters (`openssl rand -hex "
+        "24`), or leave it empty for a generated one"
+    )
 
 
 def write_default_lab_settings(env):

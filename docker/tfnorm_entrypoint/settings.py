@@ -2,9 +2,12 @@
 
 `Settings(os.environ)` runs before anything is created or started: a bad value
 stops the entrypoint with one line naming the setting and the value. Values
-written into sshd_config (and the addresses JupyterLab listens on) must be a
-single word, so no value can add a line to a configuration file
-(`SSH_LISTEN_ADDRESS=$'0.0.0.0\\nPasswordAuthentication yes'` is refused).
+written into sshd_config (and the addresses JupyterLab listens on) are
+checked against the exact grammar of what they may be (an IP address, with
+an IPv6 scope id of `[A-Za-z0-9_.-]` only, or an RFC 1123 host name; a port
+number; a path that is one word), so no value can add a line to a
+configuration file (`SSH_LISTEN_ADDRESS=$'fe80::1%lo\\nPasswordAuthentication
+yes'` is refused). `ssh.render_sshd_config` checks the rendered file too.
 """
 
 from __future__ import annotations
@@ -20,10 +23,16 @@ WORKSPACE_FOLDERS = ("notebooks", "data", "runs")
 # commands, SSH sessions) never see them.
 ENTRYPOINT_ONLY = ("JUPYTER_TOKEN", "SSH_AUTHORIZED_KEYS")
 
-# RFC 1123 host names: dot-separated labels of letters, digits and inner hyphens.
+# RFC 1123 host names: dot-separated labels of letters, digits and inner
+# hyphens (ASCII only: `re`'s character classes are explicit ranges here).
 HOST_NAME = re.compile(
     r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)(\.(?!-)[A-Za-z0-9-]{1,63}(?<!-))*"
 )
+# The characters an IP address is written with, and an IPv6 zone (scope id):
+# an interface name or index. Python >= 3.9's `ipaddress` accepts any text
+# after "%", a new line included, so the zone is checked here, not there.
+ADDRESS_CHARACTERS = re.compile(r"[0-9A-Fa-f:.]+")
+SCOPE_ID = re.compile(r"[A-Za-z0-9_.-]+")
 # What sshd_config reads as one argument: no whitespace or control character
 # (a new line or word), no quote or backslash (quoting), no "=" (sshd's other
 # separator), no "#" (a comment).
@@ -129,16 +138,36 @@ def _positive_seconds(value, name):
 
 
 def _address(value, name):
-    try:
-        ipaddress.ip_address(value)
+    """`value` if it is an IP address or a host name, exactly.
+
+    An IPv6 address may carry a scope id of `[A-Za-z0-9_.-]` (`fe80::1%eth0`);
+    nothing else is let through, whatever `ipaddress` would accept.
+    """
+    if _is_ip_address(value):
         return value
-    except ValueError:
-        pass
-    if len(value) <= 253 and HOST_NAME.fullmatch(value):
+    labels = value.split(".")
+    # A last label of digits only is no host name: `1.2.3` is read as an
+    # IPv4 address (1.2.0.3) by the resolver.
+    if len(value) <= 253 and HOST_NAME.fullmatch(value) and not labels[-1].isdigit():
         return value
     raise SystemExit(
-        f"{name} must be an IP address or a host name. Received: {value!r}"
+        f"{name} must be an IP address (an IPv6 one may end in %<interface> of "
+        "letters, digits, '_', '.' or '-') or a host name. "
+        f"Received: {value!r}"
     )
+
+
+def _is_ip_address(value):
+    address, percent, scope = value.partition("%")
+    if not ADDRESS_CHARACTERS.fullmatch(address):
+        return False
+    try:
+        parsed = ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    if not percent:
+        return True
+    return parsed.version == 6 and bool(SCOPE_ID.fullmatch(scope))
 
 
 def _variable_patterns(value, name):

@@ -283,16 +283,32 @@ def session_environment(environ, extra_names=()):
     return selected
 
 
+# Lines the rendered sshd_config must hold exactly once, whatever the template:
+# key-only login for the one user.
+REQUIRED_SSHD_LINES = (
+    "PubkeyAuthentication yes",
+    "PasswordAuthentication no",
+    "PermitEmptyPasswords no",
+    "KbdInteractiveAuthentication no",
+    "ChallengeResponseAuthentication no",
+    "PermitRootLogin no",
+    "PermitUserEnvironment no",
+)
+# Placeholders that fill a whole line of the template (or several, or none).
+_LINE_PLACEHOLDERS = ("${host_key_lines}", "${setenv_line}")
+
+
 def render_sshd_config(settings, host_keys, session_env):
+    """The sshd_config text, checked line by line (see `check_sshd_config`)."""
     with open(settings.sshd_template, encoding="utf-8") as handle:
-        template = string.Template(handle.read())
+        template_text = handle.read()
     if session_env:
         setenv_line = "SetEnv " + " ".join(
             f'"{name}={value}"' for name, value in session_env.items()
         )
     else:
         setenv_line = ""
-    return template.substitute(
+    rendered = string.Template(template_text).substitute(
         port=settings.ssh_port,
         listen_address=settings.ssh_listen_address,
         host_key_lines="\n".join(f"HostKey {path}" for path in host_keys),
@@ -300,6 +316,61 @@ def render_sshd_config(settings, host_keys, session_env):
         user=config_word(current_account().pw_name, "the user's name"),
         setenv_line=setenv_line,
     )
+    check_sshd_config(rendered, template_text, settings, host_keys, setenv_line)
+    return rendered
+
+
+def check_sshd_config(rendered, template_text, settings, host_keys, setenv_line):
+    """Stops the entrypoint unless `rendered` has exactly the expected lines.
+
+    The settings are checked when read; this is the second line of defence
+    against a value (or a template) that adds a line: the line count is the
+    template's (its host-key line counted once per key), each line keeps the
+    template line's keyword, there is one `ListenAddress` (the setting's) and
+    every `REQUIRED_SSHD_LINES` line is there exactly once.
+    """
+    problem = _sshd_config_problem(
+        rendered, template_text, settings, host_keys, setenv_line
+    )
+    if problem:
+        raise SystemExit(
+            f"refusing to start sshd: the rendered sshd_config {problem} (a "
+            "setting or TFNORM_SSHD_TEMPLATE adds or changes a line)"
+        )
+
+
+def _sshd_config_problem(rendered, template_text, settings, host_keys, setenv_line):
+    if re.search(r"[\x00-\x08\x0b-\x1f\x7f]", rendered):
+        return "holds a control character"
+    lines = rendered.split("\n")
+    expected = []  # the keyword each line must start with ("" for any comment)
+    for line in template_text.split("\n"):
+        if line.strip() == "${host_key_lines}":
+            expected += ["HostKey"] * len(host_keys)
+        elif line.strip() == "${setenv_line}":
+            expected.append("SetEnv" if setenv_line else "")
+        else:
+            expected.append(_keyword(line))
+    if len(lines) != len(expected):
+        return f"has {len(lines)} lines where the template gives {len(expected)}"
+    for number, (line, keyword) in enumerate(zip(lines, expected), start=1):
+        if _keyword(line) != keyword:
+            return f"line {number} starts with {_keyword(line)!r}, not {keyword!r}"
+    listen = [line for line in lines if _keyword(line).lower() == "listenaddress"]
+    if listen != [f"ListenAddress {settings.ssh_listen_address}"]:
+        return f"has {len(listen)} ListenAddress line(s) other than the setting's"
+    for required in REQUIRED_SSHD_LINES:
+        word = required.split()[0].lower()
+        same_keyword = [line for line in lines if _keyword(line).lower() == word]
+        if same_keyword != [required]:
+            return f"does not have exactly one {required!r} line"
+    return None
+
+
+def _keyword(line):
+    """The directive a sshd_config line sets ("" for blank and comment lines)."""
+    words = line.replace("=", " ").split()
+    return "" if not words or words[0].startswith("#") else words[0]
 
 
 def write_session_env_script(path, session_env):

@@ -10,6 +10,7 @@ import dataclasses
 import json
 import os
 import re
+import shlex
 import signal
 import socket
 import subprocess
@@ -377,6 +378,90 @@ def test_sigterm_saves_a_checkpoint_and_exits_143(tmp_path):
     assert summary["status"] == "terminated" and summary["exit_status"] == 143
     assert summary["final_step"] == stopped_at < 400
     assert summary["model_path"] is None
+
+
+def test_sighup_saves_a_checkpoint_and_the_summary_and_exits_129(tmp_path):
+    # A terminal closed without nohup: SIGHUP, and stdout is gone too.
+    logdir = tmp_path / "run"
+    logdir.mkdir()
+    extra = ("--epochs", "1", "--steps-per-epoch", "400", "--checkpoint-every", "10")
+    with open(logdir / "stderr.txt", "w") as stderr:
+        process = subprocess.Popen(
+            command(logdir, *extra),
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            env=environment(),
+            cwd=REPO,
+        )
+    try:
+        wait_for_checkpoint(process, str(logdir / "checkpoints"))
+        process.stdout.close()
+        process.send_signal(signal.SIGHUP)
+        returncode = process.wait(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    errors = read(logdir / "stderr.txt")
+    assert returncode == 129, errors[-3000:]
+    assert "Traceback" not in errors and "Exception ignored" not in errors
+    summary = json.loads(read(logdir / "summary.json"))
+    assert summary["status"] == "hangup" and summary["exit_status"] == 129
+    stopped_at = summary["final_step"]
+    assert latest_checkpoint_step(str(logdir / "checkpoints")) == stopped_at < 400
+    log = read(logdir / "train.log")
+    assert f"SIGHUP received: checkpoint saved at step {stopped_at}" in log
+
+
+def test_under_nohup_sighup_is_ignored_and_the_run_finishes(tmp_path):
+    logdir = tmp_path / "run"
+    logdir.mkdir()
+    extra = ("--epochs", "1", "--steps-per-epoch", "30", "--checkpoint-every", "10")
+    process = subprocess.Popen(
+        command(logdir, *extra),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=environment(),
+        cwd=REPO,
+        preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN),
+    )
+    try:
+        wait_for_checkpoint(process, str(logdir / "checkpoints"))
+        process.send_signal(signal.SIGHUP)
+        assert process.wait(timeout=300) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert json.loads(read(logdir / "summary.json"))["status"] == "completed"
+
+
+@pytest.mark.parametrize("redirect", ["", "2>&1"], ids=["stdout", "stdout+stderr"])
+def test_piped_into_head_the_run_goes_on_to_its_end(tmp_path, redirect):
+    # `tfnorm train ... | head -2`: head exits after two lines; the run must
+    # not die of the broken pipe, and must finish with its summary.
+    logdir = tmp_path / "run"
+    extra = ("--epochs", "1", "--steps-per-epoch", "40", "--checkpoint-every", "10")
+    extra += ("--log-every", "1")
+    train = " ".join(shlex.quote(part) for part in command(logdir, *extra))
+    script = (
+        f"{train} {redirect} | head -2 > {shlex.quote(str(tmp_path / 'head.txt'))}; "
+        'echo "${PIPESTATUS[0]}" > ' + shlex.quote(str(tmp_path / "status.txt"))
+    )
+    stderr = subprocess.run(
+        ["bash", "-c", script],
+        env=environment(),
+        cwd=REPO,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=600,
+    ).stderr
+    assert read(tmp_path / "status.txt").strip() == "0", stderr[-3000:]
+    assert len(read(tmp_path / "head.txt").splitlines()) == 2
+    assert "Traceback" not in stderr and "Exception ignored" not in stderr
+    summary = json.loads(read(logdir / "summary.json"))
+    assert summary["status"] == "completed" and summary["final_step"] == 40
+    assert latest_checkpoint_step(str(logdir / "checkpoints")) == 40
+    log = read(logdir / "train.log")
+    assert "step 40/40" in log and "log file only" in log
 
 
 def free_port():

@@ -157,6 +157,36 @@ def own(model_fn, data_fn, *extra):
     return arguments
 
 
+TINY = ["--num-layers", "1", "--d-model", "16", "--num-heads", "2", "--max-len", "8"]
+TINY += ["--num-examples", "64", "--steps-per-epoch", "1", "--no-export"]
+SECRET = "-----BEGIN OPENSSH PRIVATE KEY-----\nsecret\n"
+
+
+def linked(relative, data=False, dangling=False):
+    """A tiny run whose `run/<relative>` is a symlink to another file.
+
+    In a shared directory anyone may plant such a link; the run must refuse
+    it and leave the link's target as it was (`secret`; `missing` must not
+    appear).
+    """
+
+    def arguments(tmp_path):
+        secret = tmp_path / "secret"
+        secret.write_text(SECRET)
+        link = tmp_path / "run" / relative
+        link.parent.mkdir(parents=True, exist_ok=True)
+        if not link.is_symlink():
+            link.symlink_to(tmp_path / "missing" if dangling else secret)
+        argv = [*TINY, "--logdir", str(tmp_path / "run")]
+        if data:
+            return argv + ["--data", str(write(tmp_path, TEXTS, "train.csv"))]
+        if relative == "train.log":
+            argv += ["--log-file", str(link)]
+        return argv + ["--task", "sorted"]
+
+    return arguments
+
+
 OWN_MODEL_CASES = [
     ("missing module", lambda t: ["--model-fn", "no_such_module_x:build", "--data-fn", "no_such_module_x:data", "--logdir", str(t / "run")], r"--model-fn \(config key model_fn\): no module named 'no_such_module_x'"),
     ("missing function", own("build_everything", "array_data"), r"--model-fn .* has no function 'build_everything'"),
@@ -195,6 +225,78 @@ def test_a_raising_model_fn_is_one_line_then_the_users_traceback(tmp_path, capsy
     assert rest.startswith("Traceback (most recent call last):")
     assert "user_module.py" in rest and "tfnorm/training" not in rest
     assert not (tmp_path / "run").exists()
+
+
+def log_file_is(how):
+    """A run whose --log-file is its own data file (spelled another way)."""
+
+    def arguments(tmp_path):
+        data = write(tmp_path, TEXTS, "train.csv")
+        (tmp_path / "val.csv").write_text(TEXTS)
+        log = {
+            "the same path": str(data),
+            "dot spelling": os.path.join(str(tmp_path), ".", "train.csv"),
+            "val data": str(tmp_path / "val.csv"),
+        }.get(how)
+        if how == "a hard link":
+            log = str(tmp_path / "hard.log")
+            if not os.path.exists(log):
+                os.link(data, log)
+        argv = [*TINY, "--data", str(data), "--logdir", str(tmp_path / "run")]
+        return argv + ["--val-data", str(tmp_path / "val.csv"), "--log-file", log]
+
+    return arguments
+
+
+TEXTS = "text,label\nthe cat,0\na dog,1\n"
+
+# Files a run writes, planted as links: exit 2 naming the path, the target untouched.
+LINK_CASES = [
+    ("lock symlink", linked("checkpoints/tfnorm.lock"), r"--checkpoint-dir .*checkpoints/tfnorm\.lock is a symbolic link"),
+    ("lock dangling symlink", linked("checkpoints/tfnorm.lock", dangling=True), r"checkpoints/tfnorm\.lock is a symbolic link"),
+    ("logdir lock symlink", linked("tfnorm.lock"), r"--logdir .*run/tfnorm\.lock is a symbolic link"),
+    ("summary symlink", linked("summary.json"), r"--logdir .*summary\.json is a symbolic link"),
+    ("run config symlink", linked("checkpoints/run_config.json"), r"--checkpoint-dir .*run_config\.json is a symbolic link"),
+    ("state file symlink", linked("checkpoints/checkpoint"), r"--checkpoint-dir .*checkpoints/checkpoint is a symbolic link"),
+    ("vocabulary symlink", linked("vocabulary.json", data=True), r"--logdir .*run/vocabulary\.json is a symbolic link"),
+    ("checkpoint vocabulary symlink", linked("checkpoints/vocabulary.json", data=True), r"--checkpoint-dir .*checkpoints/vocabulary\.json is a symbolic link"),
+    ("log file symlink", linked("train.log"), r"--log-file .*train\.log is a symbolic link"),
+    ("log file dangling symlink", linked("train.log", dangling=True), r"--log-file .*train\.log is a symbolic link"),
+]  # fmt: skip
+
+# --log-file naming a data file would append progress lines to the dataset.
+LOG_IS_DATA_CASES = [
+    ("log file is data", log_file_is("the same path"), r"--log-file .*the same file as data \(--data\)"),
+    ("log file is ./data", log_file_is("dot spelling"), r"--log-file .*the same file as data \(--data\)"),
+    ("log file is a hard link of data", log_file_is("a hard link"), r"--log-file .*the same file as data \(--data\)"),
+    ("log file is val data", log_file_is("val data"), r"--log-file .*the same file as val_data \(--val-data\)"),
+]  # fmt: skip
+
+
+def snapshot(tmp_path):
+    """Every path under `tmp_path` with its bytes (None for a directory or link)."""
+    found = {}
+    for root, directories, names in os.walk(tmp_path):
+        for name in directories + names:
+            path = os.path.join(root, name)
+            plain = os.path.isfile(path) and not os.path.islink(path)
+            found[path] = open(path, "rb").read() if plain else None
+    return found
+
+
+@pytest.mark.parametrize(
+    "arguments, expected",
+    [pytest.param(a, e, id=name) for name, a, e in LINK_CASES + LOG_IS_DATA_CASES],
+)
+def test_a_linked_run_file_is_refused_and_nothing_is_written(
+    tmp_path, capsys, arguments, expected
+):
+    arguments(tmp_path)
+    before = snapshot(tmp_path)
+    status, error = run_train(tmp_path, capsys, arguments)
+    assert_one_line_error(status, error, expected)
+    assert "secret" not in error.replace(str(tmp_path / "secret"), "")
+    assert snapshot(tmp_path) == before
 
 
 def run_train(tmp_path, capsys, arguments):
@@ -289,3 +391,18 @@ def test_the_command_prints_one_line_and_no_traceback(tmp_path):
         "in [0, 4294967295]. Received: seed=4294967296\n"
     )
     assert not (tmp_path / "run").exists()
+
+
+def test_a_damaged_vocabulary_beside_a_checkpoint_is_one_line_exit_2(tmp_path, capsys):
+    data = write(tmp_path, TEXTS, "train.csv")
+    argv = ["train", *TINY, "--data", str(data), "--logdir", str(tmp_path / "run")]
+    argv += ["--histogram-every", "0"]
+    assert main(argv) == 0, capsys.readouterr().err
+    capsys.readouterr()
+    vocabulary = tmp_path / "run" / "checkpoints" / "vocabulary.json"
+    vocabulary.write_text('["the", "cat"')  # cut short
+    status, error = run_train(tmp_path, capsys, lambda _: argv[1:])
+    assert_one_line_error(
+        status, error, r"--checkpoint-dir .*checkpoints/vocabulary\.json cannot be read"
+    )
+    assert vocabulary.read_text() == '["the", "cat"'

@@ -8,6 +8,7 @@ as root); elsewhere those tests skip, saying why.
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import os
 import random
@@ -30,6 +31,7 @@ from tests.cli.test_train import (
 )
 from tfnorm._keras import tf
 from tfnorm.cli.main import main
+from tfnorm.training import checkpoints
 
 
 @contextlib.contextmanager
@@ -76,6 +78,41 @@ def test_a_full_disk_ends_the_run_with_a_summary_and_no_partial_files(tmp_path, 
         tf.train.load_checkpoint(kept).get_tensor("step/.ATTRIBUTES/VARIABLE_VALUE")
 
 
+def test_lowering_keep_checkpoints_on_a_full_disk_lets_the_rerun_finish(
+    tmp_path, capsys
+):
+    # The README's advice for exit 74: free space or lower --keep-checkpoints.
+    with tmpfs(tmp_path / "disk", "size=2m") as disk:
+        logdir = disk / "run"
+        argv = ["train", *WIDE, "--logdir", str(logdir), "--epochs", "1"]
+        argv += ["--steps-per-epoch", "8", "--checkpoint-every", "1"]
+        assert main(argv + ["--keep-checkpoints", "20"]) == 74
+        filled = checkpoints.scan(str(logdir / "checkpoints"))
+        assert len(filled) >= 2
+        capsys.readouterr()
+        assert main(argv + ["--keep-checkpoints", "2"]) == 0, capsys.readouterr()
+        summary = json.loads(read(logdir / "summary.json"))
+        assert summary["status"] == "completed" and summary["final_step"] == 8
+        steps = [step for step, _ in checkpoints.scan(str(logdir / "checkpoints"))]
+        assert steps[-1] == 8 and len(steps) <= 2
+
+
+def test_a_full_logdir_ends_the_run_with_exit_74_and_no_traceback(tmp_path, capsys):
+    # Only the logdir's disk fills (TensorBoard events); checkpoints elsewhere.
+    with tmpfs(tmp_path / "disk", "size=64k") as disk:
+        argv = ["train", *TINY, "--logdir", str(disk / "run"), "--epochs", "1"]
+        argv += ["--checkpoint-dir", str(tmp_path / "ckpt"), "--log-every", "1"]
+        argv += ["--steps-per-epoch", "400", "--checkpoint-every", "10"]
+        argv[argv.index("--histogram-every") + 1] = "5"
+        assert main(argv) == 74
+        out = capsys.readouterr().out
+        failed = [line for line in out.splitlines() if "FAILED" in line]
+        assert len(failed) == 1 and "No space left on device" in failed[0], out[-2000:]
+        assert str(disk / "run") in failed[0]
+        assert checkpoints.scan(str(tmp_path / "ckpt"))  # those are intact
+        gc.collect()  # TensorFlow's event writers close when collected
+
+
 def test_a_read_only_disk_is_refused_before_training(tmp_path, capsys):
     with tmpfs(tmp_path / "disk", "size=1m,ro") as disk:
         argv = ["train", *WIDE, "--logdir", str(disk / "run")]
@@ -108,6 +145,53 @@ def test_a_second_run_is_refused_and_a_dead_runs_lock_is_taken_over(tmp_path):
     third = run_to_end(logdir, *extra)
     assert third.returncode == 0, third.stdout[-2000:] + third.stderr[-2000:]
     assert "took over the lock" in third.stdout and f"pid {first.pid}" in third.stdout
+
+
+TINY = [
+    "--task",
+    "sorted",
+    "--num-examples",
+    "64",
+    "--max-len",
+    "8",
+    "--num-layers",
+    "1",
+]
+TINY += ["--d-model", "16", "--num-heads", "2", "--histogram-every", "0", "--no-export"]
+
+
+def test_a_second_run_sharing_the_logdir_is_refused_even_with_its_own_checkpoints(
+    tmp_path, capsys
+):
+    # Both would write logdir/summary.json (and the export, the vocabulary).
+    logdir = tmp_path / "run"
+    logdir.mkdir()
+    first = checkpoints.DirectoryLock(str(logdir))  # the first run's logdir lock
+    first.acquire()
+    try:
+        argv = ["train", *TINY, "--logdir", str(logdir), "--steps-per-epoch", "2"]
+        status = main(argv + ["--checkpoint-dir", str(tmp_path / "other")])
+    finally:
+        first.release()
+    err = capsys.readouterr().err
+    assert status == 2, err
+    assert re.search(r"--logdir .*is in use by another run \(host .* pid \d+", err)
+    assert len(err.strip().splitlines()) == 1
+    assert not (logdir / "summary.json").exists()
+    # Its own checkpoint directory holds at most an empty (free) lock file.
+    assert [(p.name, p.read_text()) for p in (tmp_path / "other").iterdir()] in (
+        [],
+        [("tfnorm.lock", "")],
+    )
+
+
+def test_a_checkpoint_dir_equal_to_the_logdir_takes_one_lock_and_runs(tmp_path, capsys):
+    logdir = tmp_path / "run"
+    argv = ["train", *TINY, "--logdir", str(logdir), "--steps-per-epoch", "2"]
+    assert main(argv + ["--checkpoint-dir", str(logdir)]) == 0, capsys.readouterr()
+    summary = json.loads(read(logdir / "summary.json"))
+    assert summary["status"] == "completed"
+    assert (logdir / "tfnorm.lock").read_text() == ""
 
 
 # ----------------------------------------------------------------- kill -9

@@ -194,3 +194,113 @@ def test_a_dead_holder_lock_is_taken_over_and_reported(tmp_path):
     stale = lock.acquire()
     assert stale and "pid" in stale and f"pid {os.getpid()}" not in stale
     lock.release()
+
+
+@pytest.mark.parametrize("kind", ["symlink", "hard link"])
+def test_a_linked_lock_file_is_refused_and_its_target_left_as_it_was(tmp_path, kind):
+    # A shared directory: someone links the lock to another user's file.
+    secret = tmp_path / "id_ed25519"
+    secret.write_text("private key\n")
+    directory = tmp_path / "checkpoints"
+    directory.mkdir()
+    lock_path = directory / "tfnorm.lock"
+    if kind == "symlink":
+        lock_path.symlink_to(secret)
+    else:
+        os.link(secret, lock_path)
+    lock = checkpoints.DirectoryLock(str(directory))
+    with pytest.raises(OSError) as info:
+        lock.acquire()
+    assert str(lock_path) in str(info.value) and "private key" not in str(info.value)
+    lock.release()
+    assert secret.read_text() == "private key\n"
+
+
+def test_a_lock_holders_text_is_shown_as_one_short_line(tmp_path):
+    # Whatever the file holds, at most one line of it reaches the run's log.
+    (tmp_path / "tfnorm.lock").write_text("host a pid 1\n" + "x" * 5000 + "\nmore\n")
+    lock = checkpoints.DirectoryLock(str(tmp_path))
+    stale = lock.acquire()
+    lock.release()
+    assert stale == "host a pid 1"
+
+
+def failing_once(writer, message="No space left on device"):
+    """Makes the writer's next write fail like a full disk, then work again."""
+    real, calls = writer.checkpoint.write, []
+
+    def write(prefix, **kwargs):
+        calls.append(prefix)
+        if len(calls) == 1:
+            raise tf.errors.ResourceExhaustedError(None, None, message)
+        return real(prefix, **kwargs)
+
+    writer.checkpoint.write = write
+    return calls
+
+
+def test_a_full_disk_prunes_beyond_keep_minus_one_and_retries_once(tmp_path):
+    # The README's advice: lower --keep-checkpoints and rerun. The old
+    # checkpoints are pruned only after a save, which the full disk stops.
+    old = write_steps(tmp_path, [10, 20, 30])
+    writer = checkpoints.CheckpointWriter(
+        old.checkpoint,
+        str(tmp_path),
+        keep=2,
+        known=[p for _, p in checkpoints.scan(str(tmp_path))],
+    )
+    calls = failing_once(writer)
+    writer.save(40)
+    assert len(calls) == 2
+    assert [step for step, _ in checkpoints.scan(str(tmp_path))] == [30, 40]
+    assert tf.train.latest_checkpoint(str(tmp_path)).endswith("ckpt-40")
+
+
+def test_the_retry_never_removes_the_last_checkpoint_and_fails_cleanly(tmp_path):
+    old = write_steps(tmp_path, [10, 20])
+    writer = checkpoints.CheckpointWriter(
+        old.checkpoint,
+        str(tmp_path),
+        keep=1,
+        known=[p for _, p in checkpoints.scan(str(tmp_path))],
+    )
+    calls = []
+
+    def always_full(prefix, **_):
+        calls.append(prefix)
+        raise tf.errors.ResourceExhaustedError(None, None, "No space left on device")
+
+    writer.checkpoint.write = always_full
+    with pytest.raises(checkpoints.CheckpointWriteError, match="No space left"):
+        writer.save(30)
+    assert len(calls) == 2  # one retry only
+    assert [step for step, _ in checkpoints.scan(str(tmp_path))] == [20]
+
+
+def test_other_write_errors_are_not_retried_and_prune_nothing(tmp_path):
+    old = write_steps(tmp_path, [10, 20, 30])
+    writer = checkpoints.CheckpointWriter(
+        old.checkpoint,
+        str(tmp_path),
+        keep=2,
+        known=[p for _, p in checkpoints.scan(str(tmp_path))],
+    )
+    calls = failing_once(writer, "Permission denied")
+    with pytest.raises(checkpoints.CheckpointWriteError, match="Permission denied"):
+        writer.save(40)
+    assert len(calls) == 1
+    assert [step for step, _ in checkpoints.scan(str(tmp_path))] == [10, 20, 30]
+
+
+def test_one_line_finds_the_reason_of_a_graph_execution_error():
+    message = (
+        "Graph execution error:\n\nDetected at node 'w' defined at (most recent "
+        'call last):\n  File "x.py", line 1, in f\n    g()\n'
+        "/logs/norms/events.out.tfevents.1; No space left on device\n"
+        "\tFailed to flush 11 events\n [Op:__inference__write_2026]"
+    )
+    error = tf.errors.ResourceExhaustedError(None, None, message)
+    assert checkpoints.one_line(error) == (
+        "ResourceExhaustedError: /logs/norms/events.out.tfevents.1; "
+        "No space left on device"
+    )

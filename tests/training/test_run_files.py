@@ -122,3 +122,99 @@ def test_every_status_has_an_exit_status():
     assert run_files.EXIT_STATUS["completed"] == 0
     assert len(set(run_files.EXIT_STATUS.values())) == len(run_files.EXIT_STATUS)
     assert 2 not in run_files.EXIT_STATUS.values()  # the CLI's "bad input"
+
+
+def test_a_symlinked_log_file_is_refused_and_its_target_left_as_it_was(tmp_path):
+    secret = tmp_path / "notes.txt"
+    secret.write_text("mine\n")
+    log_file = tmp_path / "train.log"
+    log_file.symlink_to(secret)
+    log = run_files.ProgressLog(io.StringIO(), str(log_file))
+    log.line("starting")
+    with pytest.raises(OSError, match="train.log is a symbolic link"):
+        log.open_file()
+    log.close()
+    assert secret.read_text() == "mine\n"
+
+
+def test_run_config_and_vocabulary_replace_a_link_without_writing_through_it(
+    tmp_path,
+):
+    from tfnorm.training.data import save_vocabulary
+
+    cfg = config(tmp_path)
+    os.makedirs(cfg.checkpoint_dir)
+    secret = tmp_path / "notes.txt"
+    secret.write_text("mine\n")
+    for name in ("run_config.json", "vocabulary.json", "vocabulary.json.tmp"):
+        os.symlink(secret, os.path.join(cfg.checkpoint_dir, name))
+    run_files.write_run_config(cfg, {"data_sha256": None})
+    save_vocabulary(["good"], cfg.checkpoint_dir)
+    assert secret.read_text() == "mine\n"
+    assert run_files.read_run_config(cfg.checkpoint_dir)["task"] == "sorted"
+
+
+class _ClosedPipe(io.StringIO):
+    """stdout after `| head -2` exited (EPIPE) or a terminal closed (EIO)."""
+
+    def __init__(self, error):
+        super().__init__()
+        self.error = error
+        self.writes = 0
+
+    def write(self, text):
+        self.writes += 1
+        raise self.error
+
+
+@pytest.mark.parametrize(
+    "error",
+    [BrokenPipeError(32, "Broken pipe"), OSError(5, "Input/output error")],
+    ids=["EPIPE", "EIO"],
+)
+def test_a_closed_stdout_is_dropped_and_the_log_file_kept(tmp_path, error):
+    stream = _ClosedPipe(error)
+    log_file = tmp_path / "train.log"
+    with run_files.ProgressLog(stream, str(log_file)) as log:
+        log.open_file()
+        log.line("step 1/10")  # must not raise
+        log.bar(2, 10, "step 2/10")
+        log.line("step 2/10")
+    assert stream.writes == 1  # never tried again
+    lines = log_file.read_text().splitlines()
+    assert "step 1/10" in lines[0] and "step 2/10" in lines[-1]
+    assert any("stdout" in line and "log file only" in line for line in lines)
+
+
+def test_the_hangup_status_exits_129():
+    assert run_files.EXIT_STATUS["hangup"] == 129
+
+
+@pytest.mark.parametrize(
+    "content", [b'["good", ', b"{}", b"[1, 2]", b"\xff\xfe", b""], ids=repr
+)
+def test_a_damaged_vocabulary_beside_a_checkpoint_is_a_clear_error(tmp_path, content):
+    (tmp_path / "vocabulary.json").write_bytes(content)
+    with pytest.raises(ConfigError, match=r"vocabulary\.json cannot be read") as info:
+        run_files.saved_vocabulary(str(tmp_path), True)
+    assert info.value.key == "checkpoint_dir"
+    # Without a checkpoint it would not be used anyway: a note, no error.
+    vocabulary, note = run_files.saved_vocabulary(str(tmp_path), False)
+    assert vocabulary is None and "vocabulary.json" in note
+
+
+def test_the_export_replaces_a_link_planted_during_the_run(tmp_path):
+    from tfnorm import _keras
+
+    if _keras.NATIVE_FORMAT == "tf":
+        pytest.skip("a SavedModel directory is checked, not renamed (TF 2.9)")
+    secret = tmp_path / "notes.txt"
+    secret.write_text("mine\n")
+    path = _keras.model_path(str(tmp_path / "model"), _keras.NATIVE_FORMAT)
+    os.symlink(secret, path)
+    inputs = _keras.keras.Input((3,))
+    model = _keras.keras.Model(inputs, _keras.keras.layers.Dense(2)(inputs))
+    assert run_files.export_model(model, str(tmp_path)) == path
+    assert secret.read_text() == "mine\n" and not os.path.islink(path)
+    assert sorted(os.listdir(tmp_path)) == sorted(["notes.txt", os.path.basename(path)])
+    _keras.keras.models.load_model(path)

@@ -34,3 +34,29 @@ def test_stop_flag_handles_signals_only_inside_the_block():
         os.kill(os.getpid(), signal.SIGTERM)
         assert flag.signal_name == "SIGTERM"
     assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_sighup_stops_like_sigterm_with_status_hangup():
+    flag, log = signals.StopFlag(), Log()
+    stopper = signals.SignalStop(flag, log, lambda: "ckpt-2")
+    before = signal.getsignal(signal.SIGHUP)
+    with flag.installed(True):
+        os.kill(os.getpid(), signal.SIGHUP)
+        assert flag.signal_name == "SIGHUP"
+        result = run_loop(lambda step: {"loss": 0.1, "correct": 1.0}, 0, 5, [stopper])
+    assert signal.getsignal(signal.SIGHUP) is before
+    assert (result.status, result.step, result.stop.save) == ("hangup", 1, True)
+    assert "SIGHUP received: checkpoint saved at step 1 (ckpt-2)" in log.text
+
+
+def test_an_ignored_sighup_stays_ignored_under_nohup():
+    # `nohup tfnorm train ...` asks for the run to outlive the terminal.
+    previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        flag = signals.StopFlag()
+        with flag.installed(True):
+            assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+            os.kill(os.getpid(), signal.SIGHUP)
+        assert flag.signal_name is None
+    finally:
+        signal.signal(signal.SIGHUP, previous)

@@ -8,8 +8,12 @@ read by the same code as the file's, so both give the same one-line error.
 Exit statuses: 0 finished, 2 bad flag/config/data or a checkpoint directory
 in use by another run (nothing trained), 3 stopped on a NaN loss (last good
 checkpoint kept), 74 failed writing an output such as a checkpoint on a full
-disk (summary.json says why), 130 stopped by SIGINT and 143 stopped by SIGTERM
-(both after saving a checkpoint; rerun the same command to resume). The
+disk (summary.json says why), 129 stopped by SIGHUP (the terminal or SSH
+session closed without nohup), 130 stopped by SIGINT and 143 stopped by SIGTERM
+(all three after saving a checkpoint and summary.json; rerun the same command
+to resume). Under `nohup` SIGHUP stays ignored and the run goes on. A closed
+stdout (`tfnorm train ... | head -2`, a closed terminal) does not stop the run:
+progress goes on in --log-file and the run ends as it would have. The
 status-to-exit table is `tfnorm.training.run_files.EXIT_STATUS`.
 """
 
@@ -17,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import sys
 
 from tfnorm.training.config import (
@@ -47,8 +52,11 @@ the last checkpoint.
 exit status: 0 finished; 2 bad flag, config or data, or the checkpoint
 directory is in use by another run (nothing trained); 3 stopped on a NaN loss
 (the last good checkpoint is kept); 74 an output could not be written, e.g. a
-full disk (summary.json has the reason; rerun to resume); 130 stopped by
-SIGINT, 143 stopped by SIGTERM (a checkpoint is saved first).
+full disk (summary.json has the reason; rerun to resume); 129 stopped by SIGHUP
+(terminal or SSH session closed; under nohup it is ignored), 130 stopped by
+SIGINT, 143 stopped by SIGTERM (a checkpoint and summary.json are saved first).
+A closed stdout (`| head`, a closed terminal) does not stop the run: progress
+goes on in --log-file.
 """
 
 
@@ -156,9 +164,23 @@ def run(args):
         return _fail(_describe_config_error(error))
     except DataError as error:
         return _fail(str(error))
-    print(
-        f"status {summary['status']}: step {summary['final_step']}/"
-        f"{summary['total_steps']}, summary in {config.logdir}/summary.json",
-        flush=True,
-    )
+    try:
+        print(
+            f"status {summary['status']}: step {summary['final_step']}/"
+            f"{summary['total_steps']}, summary in {config.logdir}/summary.json",
+            flush=True,
+        )
+    except OSError:
+        # stdout is gone (`| head`, a closed terminal); summary.json says it.
+        _silence_stdout()
     return EXIT_STATUS[summary["status"]]
+
+
+def _silence_stdout():
+    """Points stdout at /dev/null so Python's flush at exit cannot fail."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass

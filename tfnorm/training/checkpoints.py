@@ -9,8 +9,10 @@ overwrite checkpoints it did not know about. So:
   and moved to `damaged/` (kept, never deleted, never overwritten);
 * pruning (`keep_checkpoints`) deletes only checkpoints this run wrote or an
   intact state file listed, so checkpoints of unknown origin stay;
-* a failed write (a full disk) removes its own partial files and raises
-  `CheckpointWriteError`, leaving every earlier checkpoint intact;
+* a failed write removes its own partial files and raises
+  `CheckpointWriteError`, leaving every earlier checkpoint intact; on a full
+  disk, the writer first prunes down to `keep - 1` (never the newest) and
+  tries once more;
 * `DirectoryLock` keeps a second run off the same directory.
 
 The state file is still written (atomically, relative paths) so that
@@ -19,6 +21,7 @@ The state file is still written (atomically, relative paths) so that
 
 from __future__ import annotations
 
+import errno
 import glob
 import os
 import re
@@ -26,7 +29,7 @@ import shutil
 import socket
 
 from tfnorm._keras import tf
-from tfnorm.training.run_files import atomic_write_text
+from tfnorm.training.files import atomic_write_text, open_in_place
 
 PREFIX = "ckpt"
 STATE_FILE = "checkpoint"
@@ -170,10 +173,24 @@ class CheckpointWriter:
     def save(self, step):
         """Writes the checkpoint of `step`; returns its prefix.
 
+        On a full disk (ENOSPC, EDQUOT) the managed checkpoints beyond
+        `keep - 1` (always keeping the newest) are pruned and the write is
+        tried once more: pruning normally follows a successful save, so
+        without this, lowering `keep_checkpoints` on a full disk, as the
+        README advises, could never take effect.
+
         Raises:
             CheckpointWriteError: the write failed; no partial file remains.
         """
         prefix = checkpoint_prefix(self.directory, step)
+        try:
+            return self._save_and_prune(prefix)
+        except CheckpointWriteError as error:
+            if not (_is_disk_full(error.__cause__) and self._prune_for_space()):
+                raise
+        return self._save_and_prune(prefix)
+
+    def _save_and_prune(self, prefix):
         try:
             os.makedirs(self.directory, exist_ok=True)
             path = self.checkpoint.write(prefix)
@@ -186,6 +203,19 @@ class CheckpointWriter:
             ) from error
         self._prune()
         return path
+
+    def _prune_for_space(self):
+        """Prunes down to `keep - 1` (at least one) checkpoints; True if any went."""
+        if len(self.managed) <= max(self.keep - 1, 1):
+            return False
+        while len(self.managed) > max(self.keep - 1, 1):
+            for path in files_of(self.managed.pop(0)):
+                os.remove(path)
+        try:
+            write_state_file(self.directory, self._listed())
+        except OSError:
+            pass  # the retry writes it again
+        return True
 
     def _listed(self):
         """Every checkpoint on disk, oldest first, for the state file."""
@@ -207,6 +237,13 @@ class CheckpointWriter:
             os.remove(temporary)
 
 
+def _is_disk_full(error):
+    if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    text = str(error)
+    return "No space left on device" in text or "Disk quota exceeded" in text
+
+
 def remove_partial_writes(directory):
     """Deletes `ckpt-*_temp*` and state-file leftovers of writes a killed
     process began."""
@@ -222,7 +259,17 @@ def one_line(error):
     """`error` as one short line: its type and first line, without TensorFlow's
     op-wrapper noise (`{{function_node ...}}`, `[Op:SaveV2]`)."""
     lines = str(error).strip().splitlines()
-    text = re.sub(r"\{\{function_node [^}]*\}\}\s*", "", lines[0] if lines else "")
+    # A graph-mode error opens with "Graph execution error:" and the Python
+    # stack of the op; the reason is the first unindented line after them.
+    reasons = [
+        line
+        for line in lines
+        if line.strip()
+        and not line[0].isspace()
+        and not line.startswith(("Graph execution error", "Detected at node"))
+    ]
+    first = reasons[0] if reasons else (lines[0] if lines else "")
+    text = re.sub(r"\{\{function_node [^}]*\}\}\s*", "", first)
     text = re.sub(r"\s*\[Op:\w+\]$", "", text)
     return f"{type(error).__name__}: {text}"[:300]
 
@@ -256,11 +303,16 @@ class DirectoryLock:
 
         Raises:
             DirectoryLockedError: a live process holds it.
+            UnsafeFileError: the lock file is a link or not a regular file
+                (nothing is read from or written to it).
             OSError: the lock file cannot be created.
         """
         import fcntl
 
-        handle = open(self.path, "a+", encoding="utf-8")
+        # Never through a link: someone else's file would be shown in the
+        # log (as the "holder") and then emptied.
+        descriptor = open_in_place(self.path, os.O_RDWR | os.O_CREAT)
+        handle = os.fdopen(descriptor, "r+", encoding="utf-8", errors="replace")
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -297,5 +349,12 @@ class DirectoryLock:
 
 
 def _read_holder(handle):
+    """The holder's line ("host H pid P"): at most one short line of the file."""
     handle.seek(0)
-    return handle.read().strip()
+    text = handle.read(_HOLDER_CHARS).strip()
+    first = text.splitlines()[0] if text else ""
+    return "".join(c for c in first if c.isprintable())[:_HOLDER_CHARS]
+
+
+# More than a host name (at most 253) and a pid take.
+_HOLDER_CHARS = 300

@@ -253,7 +253,9 @@ class TrainConfig:
     # Outputs.
     logdir: str = setting(
         "runs/tfnorm", OUTPUTS, "TensorBoard logs, summary.json and the "
-        "exported model", creatable("directory"), metavar="DIR",
+        "exported model; one run at a time (a second run on it is refused, "
+        "even with its own --checkpoint-dir)", creatable("directory"),
+        metavar="DIR",
     )  # fmt: skip
     checkpoint_dir: str | None = setting(
         None, OUTPUTS, "checkpoints; rerunning with the same one resumes",
@@ -280,7 +282,8 @@ class TrainConfig:
     )  # fmt: skip
     log_file: str | None = setting(
         None, OUTPUTS, "also append the progress lines to this file "
-        "(line-buffered)", creatable("file"), optional=True, metavar="PATH",
+        "(line-buffered; not a symbolic link, not a data file)",
+        creatable("file"), optional=True, metavar="PATH",
     )  # fmt: skip
     export: bool = setting(
         True, OUTPUTS, "do not export the final model (checkpoints and logs "

@@ -2,14 +2,17 @@
 
 Each setting reads and checks its own value (`tfnorm.training.settings`);
 what is left for here is what no single value decides: exactly one data
-source, the synthetic tasks' needs, a model and a step that fit in memory, and
-a norm spec with its epsilon. Each failure is a `ConfigError` naming the key
+source, the synthetic tasks' needs, a model and a step that fit in memory, a
+norm spec with its epsilon, and a log file that is neither a link nor a data
+file. Each failure is a `ConfigError` naming the key
 to change.
 
 Like `config`, this module must not import TensorFlow at import time.
 """
 
 from __future__ import annotations
+
+import os
 
 from tfnorm._checks import check_heads
 from tfnorm.choices import SYNTHETIC_TASKS
@@ -84,6 +87,34 @@ def check_combinations(values):
         return  # the user's model: tfnorm's model settings do not apply
     _check_model_size(values)
     _check_norm(values["norm"], values["epsilon"])
+    _check_log_file(values)
+
+
+def _check_log_file(values):
+    """The log file is appended to: never through a link, never a data file."""
+    path = values["log_file"]
+    if path is None:
+        return
+    if os.path.islink(path):
+        raise ConfigError(
+            "log_file",
+            f"{path} is a symbolic link; progress lines are appended only to a "
+            f"plain file, never through a link. Received: log_file={path!r}",
+        )
+    for key in ("data", "val_data"):
+        other = values[key]
+        try:
+            same = other is not None and os.path.samefile(path, other)
+        except OSError:  # the log file does not exist yet
+            same = False
+        if same:
+            flag = "--" + key.replace("_", "-")
+            raise ConfigError(
+                "log_file",
+                f"log_file is the same file as {key} ({flag}); progress lines "
+                f"would be appended to the data. Received: log_file={path!r}, "
+                f"{key}={other!r}",
+            )
 
 
 def _check_task(values):

@@ -7,8 +7,9 @@ the checkpoint directory:
 1. `inspect` reads what the checkpoint directory holds, changing nothing
    (the data loader needs it: a saved vocabulary only counts together with
    a checkpoint of the same run);
-2. `claimed` creates the directories, locks the checkpoint directory (the
-   chief only), opens the log file, checks that the directory did not
+2. `claimed` refuses run files planted as links, creates the directories,
+   locks the checkpoint directory and the logdir (the chief only), opens
+   the log file, checks that the directory did not
    change since `inspect`, and removes half-written checkpoint files of a
    killed run;
 3. `restore` restores the newest checkpoint that restores cleanly.
@@ -20,8 +21,9 @@ import contextlib
 import dataclasses
 import os
 
-from tfnorm.training import checkpoints, run_files
+from tfnorm.training import checkpoints, files, run_files
 from tfnorm.training.config import ConfigError
+from tfnorm.training.data.vocabulary import VOCABULARY_FILE
 
 
 @dataclasses.dataclass
@@ -51,34 +53,82 @@ def inspect(checkpoint_dir):
 
 @contextlib.contextmanager
 def claimed(config, log, is_chief, inspected):
-    """Creates the directories, locks the checkpoint directory, opens the log.
+    """Refuses linked run files, creates the directories, locks them, opens the log.
 
-    Only the chief creates and locks; a live holder of the lock is named in
-    the error, a dead one's lock is taken over with a warning. The lock is
-    released when the block ends.
+    Only the chief creates and locks. Both the checkpoint directory and the
+    logdir are locked (`tfnorm.lock` in each; one lock when they are the same
+    directory): two runs sharing a logdir would overwrite each other's
+    `summary.json`, vocabulary and exported model and mix their TensorBoard
+    curves, so the second is refused even with its own checkpoint directory.
+    A live holder of a lock is named in the error, a dead one's lock is taken
+    over with a warning. The locks are released when the block ends.
+
+    A run file planted as a symbolic link (the lock, `summary.json`,
+    `run_config.json`, the vocabulary, the state file, the export) is refused
+    before anything is written, its target left as it was (see
+    `tfnorm.training.files`).
 
     Raises:
-        ConfigError: a directory or the log file cannot be created, the
-            directory is locked, or it changed since `inspected` was read.
+        ConfigError: a run file is a link, a directory or the log file cannot
+            be created, a directory is locked, or the checkpoint directory
+            changed since `inspected` was read.
     """
-    lock = checkpoints.DirectoryLock(config.checkpoint_dir)
-    stale = None
     if is_chief:
-        for key in ("logdir", "checkpoint_dir"):
-            _make_directory(key, getattr(config, key))
-        stale = _acquire(lock, config.checkpoint_dir)
+        _refuse_linked_run_files(config)
+    locks = []
     try:
+        stale = []
+        if is_chief:
+            for key in ("logdir", "checkpoint_dir"):
+                _make_directory(key, getattr(config, key))
+            for key in _directories_to_lock(config):
+                locks.append(checkpoints.DirectoryLock(getattr(config, key)))
+                stale.append(_acquire(locks[-1], key, getattr(config, key)))
         _open_log_file(log, config.log_file)
-        if stale:
+        for holder in dict.fromkeys(text for text in stale if text):
             log.line(
-                f"warning: took over the lock left by a run that is gone ({stale})"
+                f"warning: took over the lock left by a run that is gone ({holder})"
             )
         if is_chief:
             _check_unchanged(config.checkpoint_dir, inspected)
             checkpoints.remove_partial_writes(config.checkpoint_dir)
         yield
     finally:
-        lock.release()
+        for lock in reversed(locks):
+            lock.release()
+
+
+def _refuse_linked_run_files(config):
+    from tfnorm import _keras
+
+    run_files_in = {
+        "checkpoint_dir": (
+            checkpoints.DirectoryLock.LOCK_FILE,
+            run_files.RUN_CONFIG_FILE,
+            VOCABULARY_FILE,
+            checkpoints.STATE_FILE,
+        ),
+        "logdir": (
+            checkpoints.DirectoryLock.LOCK_FILE,
+            run_files.SUMMARY_FILE,
+            VOCABULARY_FILE,
+            os.path.basename(_keras.model_path("model", _keras.NATIVE_FORMAT)),
+        ),
+    }
+    for key, names in run_files_in.items():
+        directory = getattr(config, key)
+        try:
+            files.refuse_links([os.path.join(directory, name) for name in names])
+        except OSError as error:
+            raise ConfigError(key, f"{error}. Received: {key}={directory!r}") from None
+
+
+def _directories_to_lock(config):
+    try:
+        same = os.path.samefile(config.logdir, config.checkpoint_dir)
+    except OSError:
+        same = False
+    return ("checkpoint_dir",) if same else ("checkpoint_dir", "logdir")
 
 
 def restore(checkpoint, directory, log, is_chief):
@@ -148,26 +198,31 @@ def _make_directory(key, path):
         ) from None
 
 
-def _acquire(lock, directory):
+def _acquire(lock, key, directory):
+    flag = "--" + key.replace("_", "-")
     try:
         return lock.acquire()
     except checkpoints.DirectoryLockedError as error:
         raise ConfigError(
-            "checkpoint_dir",
-            f"{error}. Wait for it to end, or use another --checkpoint-dir. "
-            f"Received: checkpoint_dir={directory!r}",
+            key,
+            f"{error}. Wait for it to end, or use another {flag}. "
+            f"Received: {key}={directory!r}",
         ) from None
+    except files.UnsafeFileError as error:
+        raise ConfigError(key, f"{error}. Received: {key}={directory!r}") from None
     except OSError as error:
         raise ConfigError(
-            "checkpoint_dir",
-            f"checkpoint_dir is not writable: {error.strerror or error}. "
-            f"Received: checkpoint_dir={directory!r}",
+            key,
+            f"{key} is not writable: {error.strerror or error}. "
+            f"Received: {key}={directory!r}",
         ) from None
 
 
 def _open_log_file(log, path):
     try:
         log.open_file()
+    except files.UnsafeFileError as error:
+        raise ConfigError("log_file", f"{error}. Received: log_file={path!r}") from None
     except OSError as error:
         raise ConfigError(
             "log_file",

@@ -20,6 +20,7 @@ import datetime
 import hashlib
 import json
 import os
+import secrets
 
 import numpy as np
 
@@ -30,6 +31,7 @@ from tfnorm.training.data.vocabulary import (
     load_vocabulary,
     save_vocabulary,
 )
+from tfnorm.training.files import atomic_write_text, open_in_place, refuse_links
 
 #: A run's `status` (in `summary.json` and the dict `train` returns) and the
 #: exit status `tfnorm train` gives it; `summary.json` repeats it as
@@ -41,6 +43,7 @@ EXIT_STATUS = {
     "failed": 74,  # an output could not be written (disk full); EX_IOERR
     "interrupted": 130,  # SIGINT, as a shell reports 128 + 2
     "terminated": 143,  # SIGTERM, as a shell reports 128 + 15
+    "hangup": 129,  # SIGHUP (terminal closed, no nohup), as a shell reports 128 + 1
 }
 
 RUN_CONFIG_FILE = "run_config.json"
@@ -60,6 +63,12 @@ def file_sha256(path):
 def read_run_config(checkpoint_dir):
     """The saved `run_config.json` as a dict, or None when there is none."""
     path = os.path.join(checkpoint_dir, RUN_CONFIG_FILE)
+    try:
+        refuse_links([path])
+    except OSError as error:
+        raise ConfigError(
+            "checkpoint_dir", f"{error}. Received: checkpoint_dir={checkpoint_dir!r}"
+        ) from None
     if not os.path.isfile(path):
         return None
     try:
@@ -124,8 +133,22 @@ def saved_vocabulary(checkpoint_dir, has_checkpoint):
     Returns:
         `(vocabulary or None, note or None)`; the note says why a saved
         vocabulary was ignored.
+
+    Raises:
+        ConfigError: the saved vocabulary is damaged or a link, and a
+            checkpoint goes with it (without one it is ignored, as above).
     """
-    vocabulary = load_vocabulary(checkpoint_dir)
+    try:
+        vocabulary = load_vocabulary(checkpoint_dir)
+    except ValueError as error:
+        if not has_checkpoint:
+            return None, f"ignoring {error}; no checkpoint goes with it"
+        raise ConfigError(
+            "checkpoint_dir",
+            f"{error}. It holds the token ids of the checkpoints beside it: "
+            "restore it, or move the directory away to start over. Received: "
+            f"checkpoint_dir={checkpoint_dir!r}",
+        ) from None
     if vocabulary is None or has_checkpoint:
         return vocabulary, None
     return None, (
@@ -197,8 +220,28 @@ def write_summary(logdir, summary):
 
 
 def export_model(model, logdir):
-    """Saves `model` in the runtime's native format under `logdir/model`."""
-    return _keras.save_model(model, os.path.join(logdir, "model"))
+    """Saves `model` in the runtime's native format under `logdir/model`.
+
+    A file format is saved under a new random name beside it and renamed
+    over `model.keras`, so a link planted there during the run is replaced,
+    its target untouched. A SavedModel directory (TF 2.9) is written in
+    place; a link there is refused with `UnsafeFileError`.
+    """
+    base = os.path.join(logdir, "model")
+    path = _keras.model_path(base, _keras.NATIVE_FORMAT)
+    if _keras.NATIVE_FORMAT == "tf":
+        refuse_links([path])
+        return _keras.save_model(model, base)
+    temporary_base = f"{base}.tmp{os.getpid()}.{secrets.token_hex(4)}"
+    temporary = _keras.model_path(temporary_base, _keras.NATIVE_FORMAT)
+    try:
+        _keras.save_model(model, temporary_base)
+        os.replace(temporary, path)
+    except BaseException:
+        if os.path.lexists(temporary):
+            os.remove(temporary)  # a full disk leaves no half archive
+        raise
+    return path
 
 
 class ProgressLog:
@@ -208,6 +251,13 @@ class ProgressLog:
     `tail -f` and `nohup` show progress as it happens; a terminal gets a
     progress bar redrawn in place, with the same lines printed above it.
     Lines logged before `open_file` are written to the file when it opens.
+
+    A stream that stops taking writes (`tfnorm train ... | head -2` once
+    head exits: EPIPE; a closed terminal: EIO) is dropped with a note in the
+    log file, and the run goes on writing the log file only: losing the
+    screen must not lose the run. Its file descriptor is pointed at
+    /dev/null, so that Python's own flush at exit finds nothing to complain
+    about.
     """
 
     def __init__(self, stream, log_file=None):
@@ -219,11 +269,19 @@ class ProgressLog:
         self._bar_shown = False
 
     def open_file(self):
-        """Creates the log file's directory and opens it for appending."""
+        """Creates the log file's directory and opens it for appending.
+
+        Raises:
+            UnsafeFileError: the log file is a link or not a regular file
+                (see `tfnorm.training.files`); nothing is written to it.
+        """
         if not self.log_file or self.file is not None:
             return
         os.makedirs(os.path.dirname(os.path.abspath(self.log_file)), exist_ok=True)
-        self.file = open(self.log_file, "a", buffering=1, encoding="utf-8")
+        descriptor = open_in_place(
+            self.log_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT
+        )
+        self.file = os.fdopen(descriptor, "a", buffering=1, encoding="utf-8")
         for line in self._pending:
             self.file.write(line + "\n")
         self._pending = []
@@ -243,12 +301,40 @@ class ProgressLog:
     def line(self, text):
         stamped = f"[{datetime.datetime.now().strftime('%H:%M:%S')}] {text}"
         self._clear_bar()
-        self.stream.write(stamped + "\n")
-        self.stream.flush()
+        self._to_file(stamped)
+        self._write_stream(stamped + "\n")
+
+    def _to_file(self, stamped):
         if self.file:
             self._write_file(stamped)
         elif self.log_file:
             self._pending.append(stamped)
+
+    def _write_stream(self, text):
+        if self.stream is None:
+            return
+        try:
+            self.stream.write(text)
+            self.stream.flush()
+        except (OSError, ValueError) as error:  # ValueError: a closed file
+            self._drop_stream(error)
+
+    def _drop_stream(self, error):
+        stream, self.stream = self.stream, None
+        self._bar_shown = False
+        try:
+            descriptor = stream.fileno()
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, descriptor)
+            os.close(devnull)
+        except (OSError, ValueError, AttributeError):
+            pass  # not a real file (a notebook's stream): nothing flushes it later
+        where = "the log file only" if self.log_file else "summary.json only"
+        reason = getattr(error, "strerror", None) or error
+        self._to_file(
+            f"[{datetime.datetime.now().strftime('%H:%M:%S')}] stdout closed "
+            f"({reason}); the run goes on, progress in {where}"
+        )
 
     def _write_file(self, text):
         try:
@@ -256,43 +342,25 @@ class ProgressLog:
         except OSError as error:
             # A full disk must not end the run from the log; say it once.
             self.file = None
-            self.stream.write(f"log file {self.log_file} no longer written: {error}\n")
+            self._write_stream(f"log file {self.log_file} no longer written: {error}\n")
 
     def bar(self, step, total, text):
-        if not self.is_tty:
+        if not self.is_tty or self.stream is None:
             return
         width = 24
         filled = int(width * step / max(total, 1))
-        self.stream.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {text}\x1b[K")
-        self.stream.flush()
-        self._bar_shown = True
+        self._write_stream(f"\r[{'#' * filled}{'.' * (width - filled)}] {text}\x1b[K")
+        self._bar_shown = self.stream is not None
 
     def _clear_bar(self):
         if self._bar_shown:
-            self.stream.write("\r\x1b[K")
             self._bar_shown = False
+            self._write_stream("\r\x1b[K")
 
 
 def _atomic_json(path, values):
     text = json.dumps(values, indent=2, default=_json_default) + "\n"
     atomic_write_text(path, text)
-
-
-def atomic_write_text(path, text):
-    """Writes `text` to `path` through a temporary file and a rename, so a
-    reader (or a rerun after `kill -9`) sees the old file or the new one,
-    never half of one. A failed write leaves no temporary file behind."""
-    temporary = f"{path}.tmp{os.getpid()}"
-    try:
-        with open(temporary, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, path)
-    except OSError:
-        if os.path.exists(temporary):
-            os.remove(temporary)
-        raise
 
 
 def _json_default(value):

@@ -1,4 +1,4 @@
-"""SIGTERM and SIGINT end a run cleanly: after the current step, with a checkpoint."""
+"""SIGTERM, SIGINT and SIGHUP end a run cleanly: after the current step, with a checkpoint."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ from tfnorm.training.loop import Action, Stop
 
 
 class SignalStop(Action):
-    """Ends the run after the current step once SIGTERM or SIGINT arrived.
+    """Ends the run after the current step once SIGTERM, SIGINT or SIGHUP arrived.
 
     The stop asks for a checkpoint, so rerunning the same command resumes.
     """
 
-    STATUS = {"SIGTERM": "terminated", "SIGINT": "interrupted"}
+    STATUS = {"SIGTERM": "terminated", "SIGINT": "interrupted", "SIGHUP": "hangup"}
 
     def __init__(self, flag, log, last_checkpoint):
         self.flag = flag
@@ -38,7 +38,12 @@ class SignalStop(Action):
 
 
 class StopFlag:
-    """Records a SIGTERM/SIGINT so that the loop can stop between steps."""
+    """Records a SIGTERM/SIGINT/SIGHUP so that the loop can stop between steps.
+
+    SIGHUP (the terminal closed, an SSH session ended) is handled like
+    SIGTERM, unless it was ignored when the block began: under `nohup` the
+    user asked for the run to outlive the terminal, so it stays ignored.
+    """
 
     def __init__(self):
         self.signal_name = None
@@ -48,14 +53,14 @@ class StopFlag:
 
     @contextlib.contextmanager
     def installed(self, enabled):
-        """Handles both signals inside the block (main thread only)."""
+        """Handles the signals inside the block (main thread only)."""
         if not enabled or threading.current_thread() is not threading.main_thread():
             yield self
             return
-        previous = {
-            signum: signal.signal(signum, self._handle)
-            for signum in (signal.SIGTERM, signal.SIGINT)
-        }
+        handled = [signal.SIGTERM, signal.SIGINT]
+        if signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:
+            handled.append(signal.SIGHUP)
+        previous = {signum: signal.signal(signum, self._handle) for signum in handled}
         try:
             yield self
         finally:

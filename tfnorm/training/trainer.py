@@ -11,8 +11,8 @@ then assembles the pieces, each in its own module:
   anything is saved, so the last good checkpoint stays the latest), the norm
   histograms, progress lines and TensorBoard scalars, checkpoints (every
   `checkpoint_every` steps and at each epoch end), evaluation (after the
-  epoch's checkpoint) and the signal stop (SIGTERM/SIGINT finish the step,
-  save, and end the run);
+  epoch's checkpoint) and the signal stop (SIGTERM/SIGINT/SIGHUP finish the
+  step, save, and end the run);
 * checkpoint files, resume and the directory lock (`checkpoints.py`):
   resume uses the newest checkpoint that restores cleanly, a second run on
   the same directory is refused;
@@ -83,14 +83,18 @@ def train(config, handle_signals=True, stdout=None, *, model_fn=None, data_fn=No
             (called under the run's distribution strategy scope).
         data_fn: optional callable returning its training data, or
             `(train, validation)`; required with `model_fn`.
-        handle_signals: when True and called from the main thread, SIGTERM
-            and SIGINT save a checkpoint and end the run cleanly instead of
-            killing the process; the previous handlers are restored on return.
-        stdout: stream for progress lines. Defaults to `sys.stdout`.
+        handle_signals: when True and called from the main thread, SIGTERM,
+            SIGINT and SIGHUP (unless ignored, as under nohup) save a
+            checkpoint and end the run cleanly instead of killing the
+            process; the previous handlers are restored on return.
+        stdout: stream for progress lines. Defaults to `sys.stdout`. If it
+            stops taking writes (a closed pipe or terminal), progress goes on
+            in the log file only and the run continues.
 
     Returns:
         The dict also written to `logdir/summary.json`: `status`
-        ("completed", "nan", "terminated", "interrupted" or "failed"),
+        ("completed", "nan", "terminated", "interrupted", "hangup" or
+        "failed"),
         `final_step`, `total_steps`, `resumed_from_step` (0 for a fresh
         start), `resumed_from_checkpoint`, `skipped_checkpoints` (damaged
         ones, each with path and reason), `metrics` (the last loss,
@@ -234,7 +238,7 @@ class _Run:
             result = LoopResult(status, int(parts.step.numpy()), start, stop)
             # A full disk for the log or run files ends the run like one for
             # a checkpoint; anything else is a bug, reported after the summary.
-            if status == "interrupted" or not isinstance(error, OSError):
+            if status == "interrupted" or not _is_output_error(error):
                 self._write_summary(self._summary(result, run_actions, cadence, None))
                 raise
         return self._finish(result, parts, run_actions, cadence)
@@ -373,3 +377,26 @@ class _Run:
             self.log.line(
                 f"could not write summary.json: {checkpoints.one_line(error)}"
             )
+
+
+# What TensorFlow's writers (TensorBoard events in the logdir) say when the
+# disk is full, read-only or not theirs; they raise `tf.errors.OpError`, not
+# `OSError`.
+_OUTPUT_ERRORS = (
+    "No space left on device",
+    "Disk quota exceeded",
+    "Read-only file system",
+    "Permission denied",
+    "Could not flush events file",
+)
+
+
+def _is_output_error(error):
+    """Whether `error` is a failed write of an output (exit 74), not a bug."""
+    if isinstance(error, OSError):
+        return True
+    from tfnorm._keras import tf
+
+    return isinstance(error, tf.errors.OpError) and any(
+        marker in str(error) for marker in _OUTPUT_ERRORS
+    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import stat
 
@@ -29,9 +30,17 @@ def test_an_empty_token_is_replaced_by_a_generated_one():
 
 @pytest.mark.parametrize(
     "token, warned",
-    [("abc123", True), ("x" * 31, True), ("x" * 32, False), ("", False)],
+    [
+        ("abc123", True),
+        ("x" * 31, True),
+        ("3f9a0c7be14d5286" * 2, False),
+        ("", False),
+        ("x" * 32, True),  # long, but one character: guessable
+        ("ab" * 24, True),
+        ("password" * 4, True),  # 7 distinct characters
+    ],
 )
-def test_a_short_token_starts_with_a_warning_that_does_not_show_it(
+def test_a_short_or_repetitive_token_starts_with_a_warning_that_does_not_show_it(
     token, warned, tmp_path, capsys
 ):
     settings = Settings(
@@ -48,8 +57,13 @@ def test_a_short_token_starts_with_a_warning_that_does_not_show_it(
     ]
     if warned:
         assert len(warnings) == 1
-        assert f"JUPYTER_TOKEN has only {len(token)} characters" in warnings[0]
-        assert token not in warnings[0].split("characters", 1)[1]
+        distinct = len(set(token))
+        assert re.search(
+            rf"JUPYTER_TOKEN has only ({len(token)} characters|{distinct} "
+            r"distinct characters)",
+            warnings[0],
+        ), warnings[0]
+        assert token not in warnings[0]
     else:
         assert warnings == []
     with open(settings.jupyter_config) as handle:

@@ -16,6 +16,13 @@ BAD_SETTINGS = [
     ("SSH_LISTEN_ADDRESS", "0.0.0.0\nPasswordAuthentication yes"),
     ("SSH_LISTEN_ADDRESS", "127.0.0.1 ::1"),
     ("SSH_LISTEN_ADDRESS", ""),
+    # Python >= 3.9's ipaddress accepts any text after "%" as a scope id.
+    (
+        "SSH_LISTEN_ADDRESS",
+        "fe80::1%lo\nListenAddress 0.0.0.0\nPasswordAuthentication yes",
+    ),
+    ("SSH_LISTEN_ADDRESS", "fe80::1%lo PasswordAuthentication"),
+    ("JUPYTER_IP", "fe80::1%lo\n--ServerApp.token="),
     ("JUPYTER_IP", "127.0.0.1\n--ServerApp.token="),
     ("SSH_PORT", "22\nPasswordAuthentication yes"),
     ("JUPYTER_PORT", "http"),
@@ -78,6 +85,57 @@ def test_addresses_and_timeouts_users_give_are_accepted():
         assert Settings({"TFNORM_STOP_TIMEOUT": text}).stop_timeout == seconds
     settings = Settings({"TFNORM_SSH_ENV": "MY_VAR  HF_*"})
     assert settings.extra_session_env == ["MY_VAR", "HF_*"]
+
+
+# Each an address or host name sshd or JupyterLab would misread (or a line
+# added to a config file); tried against `_address` directly.
+ADDRESS_ATTACKS = [
+    "fe80::1%lo\nListenAddress 0.0.0.0\nPasswordAuthentication yes",
+    "fe80::1%lo\rPasswordAuthentication yes",
+    "fe80::1%lo\tyes",
+    "fe80::1%lo#comment",
+    "fe80::1%lo=1",
+    'fe80::1%"lo"',
+    "fe80::1%lo\\n",
+    "fe80::1%",
+    "fe80::1%%lo",
+    "fe80::1%lo%eth0",
+    "fe80::1%l\u00f6",  # not ASCII
+    "fe80::1%lo\x00",
+    "127.0.0.1%lo",  # IPv4 has no scope id
+    "::ffff:127.0.0.1%lo\n",
+    "0.0.0.0\n",
+    " 0.0.0.0",
+    "0.0.0.0 ",
+    "[::1]",
+    "::1/128",
+    "1.2.3",  # inet_aton would read it as 1.2.0.3
+    "localhost.",
+    "-lab.example.org",
+    "lab_1.example.org",
+    "lab..example.org",
+    "x" * 64 + ".org",
+    "\uff10.0.0.0",  # a full-width digit
+]
+VALID_ADDRESSES = [
+    "0.0.0.0", "127.0.0.1", "::", "::1", "fe80::1%lo", "fe80::1%eth0",
+    "fe80::1%enp3s0f1.100", "fe80::1%br-1a_2", "fe80::1%3", "localhost",
+    "lab-1.example.org", "a1.b2", "2001:db8::1",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("value", ADDRESS_ATTACKS)
+def test_an_address_outside_the_exact_grammar_is_refused(value):
+    for name in ("SSH_LISTEN_ADDRESS", "JUPYTER_IP"):
+        with pytest.raises(SystemExit, match=f"{name} must be") as info:
+            Settings({name: value})
+        assert str(info.value).count("\n") == 0
+
+
+@pytest.mark.parametrize("value", VALID_ADDRESSES)
+def test_addresses_with_an_interface_scope_id_are_accepted(value):
+    settings = Settings({"SSH_LISTEN_ADDRESS": value, "JUPYTER_IP": value})
+    assert settings.ssh_listen_address == settings.jupyter_ip == value
 
 
 def test_defaults_are_the_image_layout():

@@ -14,6 +14,7 @@ from tfnorm_entrypoint.settings import Settings
 from tfnorm_entrypoint.ssh import (
     ensure_host_keys,
     read_authorized_keys,
+    render_sshd_config,
     session_environment,
     start_sshd,
 )
@@ -70,6 +71,62 @@ def test_session_environment_keeps_tf_and_cuda_settings_and_drops_secrets():
         "PATH": "/usr/local/bin:/usr/bin",
         "TF_FORCE_GPU_ALLOW_GROWTH": "true",
     }
+
+
+HOST_KEYS = ["/keys/ssh_host_ed25519_key", "/keys/ssh_host_ecdsa_key"]
+
+
+@pytest.mark.parametrize("session_env", [{}, {"TF_X": "1", "PATH": "/bin"}])
+def test_the_rendered_sshd_config_has_exactly_the_templates_lines(session_env):
+    settings = Settings({"SSH_LISTEN_ADDRESS": "fe80::1%lo"})
+    lines = render_sshd_config(settings, HOST_KEYS, session_env).splitlines()
+    with open(settings.sshd_template) as handle:
+        template = handle.read().splitlines()
+    assert len(lines) == len(template) - 1 + len(HOST_KEYS)
+    assert [line for line in lines if line.startswith("ListenAddress")] == [
+        "ListenAddress fe80::1%lo"
+    ]
+    assert "PasswordAuthentication no" in lines
+
+
+# Values that got past the settings' checks (or a changed template) must
+# still never reach sshd: the rendered file is checked line by line.
+INJECTED = [
+    ("ssh_listen_address", "fe80::1%lo\nListenAddress 0.0.0.0\nPasswordAuthentication yes"),
+    ("ssh_listen_address", "0.0.0.0\nPasswordAuthentication yes"),
+    ("ssh_listen_address", "0.0.0.0\rPasswordAuthentication yes"),
+    ("ssh_port", "22\nPasswordAuthentication yes"),
+    ("sshd_pid_file_dir", "/run/x\nPermitRootLogin yes"),
+    ("host_keys", ["/k\nPasswordAuthentication yes"]),
+    ("session_env", {"TF_X": "1\nPasswordAuthentication yes"}),
+    ("template", "PasswordAuthentication yes\n"),
+    ("template_drop", "PasswordAuthentication no"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("where, value", INJECTED)
+def test_a_rendered_sshd_config_with_other_lines_is_refused(where, value, tmp_path):
+    settings = Settings({})
+    host_keys, session_env = list(HOST_KEYS), {}
+    template = tmp_path / "sshd_config.template"
+    with open(settings.sshd_template) as handle:
+        text = handle.read()
+    if where == "template":
+        text += value
+    elif where == "template_drop":
+        text = text.replace(value + "\n", "")
+    template.write_text(text)
+    settings.sshd_template = str(template)
+    if where == "host_keys":
+        host_keys = value
+    elif where == "session_env":
+        session_env = value
+    elif where == "sshd_pid_file_dir":
+        settings.runtime_dir = value
+    elif where.startswith("ssh_"):
+        setattr(settings, where, value)
+    with pytest.raises(SystemExit, match="sshd_config"):
+        render_sshd_config(settings, host_keys, session_env)
 
 
 def test_authorized_keys_come_from_the_file_and_the_variable(public_keys, tmp_path):

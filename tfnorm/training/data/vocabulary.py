@@ -9,6 +9,8 @@ import os
 
 import numpy as np
 
+from tfnorm.training.files import atomic_write_text, refuse_links
+
 #: Name of the vocabulary file saved with a run.
 VOCABULARY_FILE = "vocabulary.json"
 
@@ -43,20 +45,32 @@ def save_vocabulary(vocabulary, directory):
     """Writes `vocabulary` (a list of tokens) to `directory/vocabulary.json`."""
     os.makedirs(directory, exist_ok=True)
     path = os.path.join(directory, VOCABULARY_FILE)
-    temporary = path + ".tmp"
-    with open(temporary, "w", encoding="utf-8") as handle:
-        json.dump(list(vocabulary), handle, ensure_ascii=False)
-    os.replace(temporary, path)
+    # Through a new file and a rename: never through a link left at `path`.
+    atomic_write_text(path, json.dumps(list(vocabulary), ensure_ascii=False))
     return path
 
 
 def load_vocabulary(directory):
-    """The vocabulary saved in `directory`, or None when there is none."""
+    """The vocabulary saved in `directory`, or None when there is none.
+
+    Raises:
+        ValueError: the file is not a JSON list of strings (damaged), a
+            symbolic link, or cannot be read; the message names the file.
+    """
     path = os.path.join(directory, VOCABULARY_FILE)
-    if not os.path.isfile(path):
-        return None
-    with open(path, encoding="utf-8") as handle:
-        return json.load(handle)
+    try:
+        refuse_links([path])
+        if not os.path.isfile(path):
+            return None
+        with open(path, encoding="utf-8") as handle:
+            vocabulary = json.load(handle)
+    except (OSError, ValueError) as error:
+        raise ValueError(f"{path} cannot be read: {error}") from None
+    if not isinstance(vocabulary, list) or not all(
+        isinstance(token, str) for token in vocabulary
+    ):
+        raise ValueError(f"{path} cannot be read: it is not a JSON list of tokens")
+    return vocabulary
 
 
 def vectorize(vectorizer, texts, batch_size=1024):
