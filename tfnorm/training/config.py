@@ -46,6 +46,7 @@ from tfnorm.training.settings import (
 RESUME_KEYS = (
     "task",
     "data",
+    "val_split",
     "num_examples",
     "vocab_size",
     "num_classes",
@@ -66,6 +67,8 @@ RESUME_KEYS = (
 # The shortest sequence: the synthetic tasks compare two tokens, and a text
 # model seeing one token could learn no relation between words.
 MIN_MAX_LEN = 2
+# The share of --data held out for validation when no --val-data is given.
+DEFAULT_VAL_SPLIT = 0.1
 # Synthetic examples are generated in memory, in Python.
 MAX_SYNTHETIC_EXAMPLES = 2**24
 
@@ -98,7 +101,8 @@ class TrainConfig:
 
     Build one from keywords or a dict (`TrainConfig.from_dict`); `resolve()`
     returns a copy with every value checked and the derived defaults filled
-    in (`dff`, `checkpoint_dir`, `num_classes` of the synthetic tasks).
+    in (`dff`, `checkpoint_dir`, `num_classes` of the synthetic tasks,
+    `val_split` of a data file without a validation file).
     """
 
     # Data: a synthetic task or files.
@@ -117,6 +121,12 @@ class TrainConfig:
     val_data: str | None = setting(
         None, DATA, "validation file (same formats as --data)", existing_file,
         optional=True, metavar="PATH",
+    )  # fmt: skip
+    val_split: float | None = setting(
+        None, DATA, "without --val-data, the share of --data held out for "
+        "validation, split by --seed; 0 for none (a file of fewer than 10 "
+        "examples is not split)", number(0.0, below=1.0), optional=True,
+        metavar="SHARE", default_text=f"{DEFAULT_VAL_SPLIT} with --data alone",
     )  # fmt: skip
     num_examples: int = setting(
         2048, DATA, "synthetic training examples",
@@ -280,6 +290,8 @@ class TrainConfig:
             values["checkpoint_dir"] = os.path.join(values["logdir"], "checkpoints")
         if values["task"] is not None and values["num_classes"] is None:
             values["num_classes"] = 3
+        if values["data"] and not values["val_data"] and values["val_split"] is None:
+            values["val_split"] = DEFAULT_VAL_SPLIT
         return dataclasses.replace(self, **values)
 
     def validate(self):

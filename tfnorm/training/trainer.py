@@ -180,7 +180,14 @@ class _Run:
             max_tokens=config.vocab_size or 20000,
             vocabulary=vocabulary,
             num_classes=config.num_classes,
+            val_split=config.val_split,
+            seed=config.seed,
+            label_names=run_files.saved_label_names(
+                config.checkpoint_dir, has_checkpoint
+            ),
         )
+        for note in train_set.notes:
+            self.log.line(note)
         return train_set, val_set
 
     def _cadence(self, train_set):
@@ -221,7 +228,9 @@ class _Run:
         }
         run_files.write_run_config(self.config, identity)
         if self.vocabulary is not None:
-            run_files.save_vocabularies(self.vocabulary, self.config)
+            run_files.save_vocabularies(
+                self.vocabulary, self.config, train_set.label_names
+            )
 
     # ------------------------------------------------------------------ training
 
