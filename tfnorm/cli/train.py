@@ -39,9 +39,9 @@ data files: CSV/TSV with a header naming `text` and `label` columns, or JSON
 Lines with {"text": ..., "label": ...} objects, in UTF-8. Labels are names
 (pos, neg, ...: class ids in their sorted order, saved as labels.json with
 the run) or class ids 0, 1, ... (below --num-classes when it is given), not
-both. Without --val-data, --val-split holds out a seeded share of --data. The
-first progress line says how many texts --max-len cuts and which --max-len
-keeps 95% whole.
+both. Without --val-data, --val-split holds out a seeded share of --data. A
+progress line at the start says how many texts --max-len cuts and which
+--max-len keeps 95% whole.
 
 outputs: progress lines on stdout and in --log-file; TensorBoard logs
 (train/, validation/, norms/) and summary.json in --logdir; checkpoints in

@@ -138,9 +138,10 @@ class TrainConfig:
         optional=True, default_text="max(16, 2*max_len+1) for tasks, 20000 for files",
     )  # fmt: skip
     num_classes: int | None = setting(
-        None, DATA, "classes of --task majority, or of a data file, whose labels "
-        "must then be 0..num_classes-1", integer(2),
-        optional=True, default_text="3; files: max label + 1, see README",
+        None, DATA, "classes of --task majority, or of a data file: its id "
+        "labels must then be 0..num_classes-1, its name labels that many",
+        integer(2), optional=True,
+        default_text="3; files: max label + 1, or the number of names",
     )  # fmt: skip
     max_len: int = setting(16, DATA, "tokens per example", integer(MIN_MAX_LEN, 2**20))
     # Model.
