@@ -128,6 +128,19 @@ def data_file(name, content, *extra):
     return arguments
 
 
+def _with_val(tmp_path):
+    (tmp_path / "v.csv").write_text("text,label\nmeh,meh\n")
+    arguments = data_file("t.csv", "text,label\na,pos\nb,neg\n")(tmp_path)
+    return [*arguments, "--val-data", str(tmp_path / "v.csv")]
+
+
+def _split_and_val(tmp_path):
+    arguments = data_file("t.csv", "text,label\na,pos\n", "--val-split", "0.2")(
+        tmp_path
+    )
+    return [*arguments, "--val-data", str(tmp_path / "t.csv")]
+
+
 DATA_CASES = [
     ("all texts empty", data_file("t.csv", 'text,label\n"",0\n" ",1\n'), r"t\.csv: every text is empty"),
     ("no words", data_file("t.csv", "text,label\n!!,0\n?,1\n"), r"t\.csv: the texts hold no words"),
@@ -137,6 +150,11 @@ DATA_CASES = [
     ("label above --num-classes", data_file("t.csv", "text,label\na,0\nb,3\n", "--num-classes", "3"), r"line 3: label 3 is not below num_classes"),
     ("bad utf-8 data", data_file("t.csv", b"text,label\na,0\ncaf\xe9,1\n"), r"t\.csv, line 3: not UTF-8"),
     ("negative label", data_file("t.jsonl", '{"text": "a", "label": -1}\n'), r"t\.jsonl, line 1: the label"),
+    ("ids and names mixed", data_file("t.csv", "text,label\na,pos\nb,1\n"), r"t\.csv, line 3: the labels mix class ids and names .*Received: label=1$"),
+    ("val name unknown", _with_val, r"v\.csv, line 2: label 'meh' is not a class"),
+    ("names and --num-classes", data_file("t.csv", "text,label\na,pos\nb,neg\n", "--num-classes", "3"), r"t\.csv: the labels are 2 names \(neg, pos\)"),
+    ("val split 1", data_file("t.csv", "text,label\na,pos\n", "--val-split", "1"), r"--val-split \(config key val_split\): `val_split` must be"),
+    ("val split and val data", _split_and_val, r"--val-split \(config key val_split\): .*when no val_data"),
 ]  # fmt: skip
 
 

@@ -84,3 +84,39 @@ def test_config_file_bad_utf8_names_the_line(tmp_path):
     path.write_bytes(b'{\n"task":\n"caf\xe9"}\n')
     with pytest.raises(ConfigError, match=r"run\.json, line 3: not UTF-8"):
         load_config_file(path)
+
+
+def test_val_split_defaults_to_a_tenth_of_a_file_without_validation(tmp_path):
+    from tfnorm.training.config import RESUME_KEYS
+
+    data = tmp_path / "train.csv"
+    data.write_text("text,label\na,0\n")
+    assert TrainConfig(data=str(data)).resolve().val_split == 0.1
+    assert TrainConfig(data=str(data), val_split="0").resolve().val_split == 0.0
+    assert (
+        TrainConfig(data=str(data), val_split=0.3).resolve().resolve().val_split == 0.3
+    )
+    assert TrainConfig(data=str(data), val_data=str(data)).resolve().val_split is None
+    assert resolved().val_split is None and resolved(val_split=0).val_split == 0
+    assert "val_split" in RESUME_KEYS
+
+
+@pytest.mark.parametrize(
+    "values, message",
+    [
+        ({"val_split": 1}, r"`val_split` must be"),
+        ({"val_split": -0.1}, r"`val_split` must be"),
+        ({"val_split": "a"}, r"`val_split` must be"),
+        ({"val_split": 0.1, "val_data": "VAL"}, r"when no val_data"),
+        ({"val_split": 0.1, "data": None, "task": "sorted"}, r"synthetic tasks"),
+    ],
+)
+def test_bad_val_split_names_the_key(tmp_path, values, message):
+    data = tmp_path / "train.csv"
+    data.write_text("text,label\na,0\n")
+    settings = {"data": str(data), **values}
+    if settings.get("val_data") == "VAL":
+        settings["val_data"] = str(data)
+    with pytest.raises(ConfigError, match=message) as caught:
+        TrainConfig.from_dict(settings).resolve()
+    assert caught.value.key == "val_split"

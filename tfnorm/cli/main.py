@@ -14,7 +14,12 @@ import argparse
 import importlib
 import sys
 
-SUBCOMMANDS = ("tfnorm.cli.info", "tfnorm.cli.train", "tfnorm.cli.compare")
+SUBCOMMANDS = (
+    "tfnorm.cli.info",
+    "tfnorm.cli.train",
+    "tfnorm.cli.predict",
+    "tfnorm.cli.compare",
+)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -37,11 +42,24 @@ def build_parser():
 
 def main(argv=None):
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    # argparse gives a subcommand's `nargs="*"` positional only the words
+    # before the first option (`tfnorm predict RUN --json TEXT` leaves TEXT
+    # over); a subcommand naming that positional in `extra_positionals`
+    # gets the rest too. Unknown options stay errors.
+    target = getattr(args, "extra_positionals", None)
+    if extra and (target is None or any(_is_option(word) for word in extra)):
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    if extra:
+        getattr(args, target).extend(extra)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
     return args.func(args) or 0
+
+
+def _is_option(word):
+    return word.startswith("-") and word != "-" and not word[1:2].isdigit()
 
 
 if __name__ == "__main__":

@@ -33,21 +33,29 @@ from tfnorm.training.config import (
 )
 
 EPILOG = """\
-examples:
-  tfnorm train --model-fn my_model.py:build_model --data-fn my_model.py:load_data --logdir runs/mine
-  tfnorm train --task sorted --num-layers 2 --d-model 64 --epochs 3 --logdir runs/sorted
-  tfnorm train --data train.csv --val-data val.csv --max-len 128 --logdir runs/text
+examples (from the repository's root; the README says what they reach):
+  tfnorm train --model-fn examples/keras_transformer_classifier.py:build_model \\
+      --data-fn examples/keras_transformer_classifier.py:load_data --epochs 3 --logdir runs/mine
+  tfnorm train --task sorted --num-layers 2 --d-model 64 --norm-position pre --max-len 6 \\
+      --num-examples 4096 --warmup-steps 50 --epochs 3 --logdir runs/sorted --log-file runs/sorted/train.log
+  tfnorm train --data examples/data/reviews.csv --max-len 32 --epochs 5 --logdir runs/reviews
+  tfnorm predict runs/reviews "a wonderful, moving film"
   nohup tfnorm train --config run.yaml --log-file run.log &   # then: tail -f run.log
 
 data files: CSV/TSV with a header naming `text` and `label` columns, or JSON
-Lines with {"text": ..., "label": ...} objects, in UTF-8; labels are class ids
-0, 1, ... (below --num-classes when it is given).
+Lines with {"text": ..., "label": ...} objects, in UTF-8. Labels are names
+(pos, neg, ...: class ids in their sorted order, saved as labels.json with
+the run) or class ids 0, 1, ... (below --num-classes when it is given), not
+both. Without --val-data, --val-split holds out a seeded share of --data. A
+progress line at the start says how many texts --max-len cuts and which
+--max-len keeps 95% whole.
 
 outputs: progress lines on stdout and in --log-file; TensorBoard logs
 (train/, validation/, norms/) and summary.json in --logdir; checkpoints in
 --checkpoint-dir; the final model in --logdir (model.keras, or the SavedModel
-directory `model` on TensorFlow 2.9). Rerunning the same command resumes from
-the last checkpoint.
+directory `model` on TensorFlow 2.9), with vocabulary.json and labels.json
+for `tfnorm predict RUN_DIR TEXT...`. Rerunning the same command resumes
+from the last checkpoint.
 
 exit status: 0 finished; 2 bad flag, config or data, or the checkpoint
 directory is in use by another run (nothing trained); 3 stopped on a NaN loss

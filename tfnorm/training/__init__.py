@@ -1,4 +1,5 @@
-"""Training pieces: learning-rate schedules, optimizers, mixed precision, `train`.
+"""Training pieces: learning-rate schedules, optimizers, mixed precision, `train`,
+and `predict` (a finished text run's model on new texts).
 
 The names below are imported on first use, so that `tfnorm.training.config`
 (which the `tfnorm` command's parser is built from) can be imported without
@@ -17,6 +18,8 @@ _EXPORTS = {
     "wrap_for_mixed_precision": "precision",
     "TrainConfig": "config",
     "train": "trainer",
+    "Predictor": "prediction",
+    "predict": "prediction",
 }
 
 __all__ = sorted(_EXPORTS)

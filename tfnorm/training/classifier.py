@@ -80,7 +80,14 @@ class ClassifierWorkload:
             max_tokens=config.vocab_size or 20000,
             vocabulary=vocabulary,
             num_classes=config.num_classes,
+            val_split=config.val_split,
+            seed=config.seed,
+            label_names=run_files.saved_label_names(
+                config.checkpoint_dir, has_checkpoint
+            ),
         )
+        for note in self.train_set.notes:
+            self.log.line(note)
 
     def steps_per_epoch(self, batch_size):
         return math.ceil(len(self.train_set) / batch_size)
@@ -97,7 +104,9 @@ class ClassifierWorkload:
 
     def write_files(self):
         if self.vocabulary is not None:
-            run_files.save_vocabularies(self.vocabulary, self.config)
+            run_files.save_vocabularies(
+                self.vocabulary, self.config, self.train_set.label_names
+            )
 
     def step_fn(self, training):
         return steps.classifier_step_fn(

@@ -50,6 +50,7 @@ RESUME_KEYS = (
     "from_logits",
     "task",
     "data",
+    "val_split",
     "num_examples",
     "vocab_size",
     "num_classes",
@@ -70,6 +71,8 @@ RESUME_KEYS = (
 # The shortest sequence: the synthetic tasks compare two tokens, and a text
 # model seeing one token could learn no relation between words.
 MIN_MAX_LEN = 2
+# The share of --data held out for validation when no --val-data is given.
+DEFAULT_VAL_SPLIT = 0.1
 # Synthetic examples are generated in memory, in Python.
 MAX_SYNTHETIC_EXAMPLES = 2**24
 
@@ -122,7 +125,8 @@ class TrainConfig:
 
     Build one from keywords or a dict (`TrainConfig.from_dict`); `resolve()`
     returns a copy with every value checked and the derived defaults filled
-    in (`dff`, `checkpoint_dir`, `num_classes` of the synthetic tasks).
+    in (`dff`, `checkpoint_dir`, `num_classes` of the synthetic tasks,
+    `val_split` of a data file without a validation file).
     """
 
     # The user's own model and data.
@@ -165,6 +169,12 @@ class TrainConfig:
         None, DATA, "validation file (same formats as --data)", existing_file,
         optional=True, metavar="PATH",
     )  # fmt: skip
+    val_split: float | None = setting(
+        None, DATA, "without --val-data, the share of --data held out for "
+        "validation, split by --seed; 0 for none (a file of fewer than 10 "
+        "examples is not split)", number(0.0, below=1.0), optional=True,
+        metavar="SHARE", default_text=f"{DEFAULT_VAL_SPLIT} with --data alone",
+    )  # fmt: skip
     num_examples: int = setting(
         2048, DATA, "synthetic training examples",
         integer(1, MAX_SYNTHETIC_EXAMPLES),
@@ -175,9 +185,10 @@ class TrainConfig:
         optional=True, default_text="max(16, 2*max_len+1) for tasks, 20000 for files",
     )  # fmt: skip
     num_classes: int | None = setting(
-        None, DATA, "classes of --task majority, or of a data file, whose labels "
-        "must then be 0..num_classes-1", integer(2),
-        optional=True, default_text="3; files: max label + 1, see README",
+        None, DATA, "classes of --task majority, or of a data file: its id "
+        "labels must then be 0..num_classes-1, its name labels that many",
+        integer(2), optional=True,
+        default_text="3; files: max label + 1, or the number of names",
     )  # fmt: skip
     max_len: int = setting(16, DATA, "tokens per example", integer(MIN_MAX_LEN, 2**20))
     # Model.
@@ -342,6 +353,8 @@ class TrainConfig:
             and values["num_classes"] is None
         ):
             values["num_classes"] = 3
+        if values["data"] and not values["val_data"] and values["val_split"] is None:
+            values["val_split"] = DEFAULT_VAL_SPLIT
         return dataclasses.replace(self, **values)
 
     def validate(self):

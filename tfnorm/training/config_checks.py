@@ -2,10 +2,10 @@
 
 Each setting reads and checks its own value (`tfnorm.training.settings`);
 what is left for here is what no single value decides: exactly one data
-source, the synthetic tasks' needs, a model and a step that fit in memory, a
-norm spec with its epsilon, and a log file that is neither a link nor a data
-file. Each failure is a `ConfigError` naming the key
-to change.
+source, a validation split only of a file, the synthetic tasks' needs, a
+model and a step that fit in memory, a norm spec with its epsilon, and a log
+file that is neither a link nor a data file. Each failure is a `ConfigError`
+naming the key to change.
 
 Like `config`, this module must not import TensorFlow at import time.
 """
@@ -76,6 +76,17 @@ def check_combinations(values):
             "val_data",
             "val_data (--val-data) needs data (--data); synthetic tasks make "
             f"their own validation set. Received: val_data={values['val_data']!r}",
+        )
+    # 0 ("no split") is harmless anywhere; a share only means something for
+    # a file without a validation file.
+    if values["val_split"] and (values["val_data"] or not data):
+        reason = "splits data (--data); synthetic tasks make their own validation"
+        if data:
+            reason = "splits data (--data) when no val_data (--val-data) is given"
+        raise ConfigError(
+            "val_split",
+            f"val_split (--val-split) {reason}. Received: "
+            f"val_split={values['val_split']!r}, val_data={values['val_data']!r}",
         )
     try:
         check_heads(values["d_model"], values["num_heads"])

@@ -3,8 +3,10 @@
 * `checkpoint_dir/run_config.json`: the settings and the run's identity
   (SHA-256 of the training file, vocabulary size, class count), so that a
   rerun resumes only the run it belongs to;
-* `checkpoint_dir/vocabulary.json` (and a copy in `logdir`): the token ids of
-  a text run, reused only together with a checkpoint of the same run;
+* `checkpoint_dir/vocabulary.json` and `labels.json` (and copies in
+  `logdir`, beside the exported model, where `tfnorm predict` reads them):
+  the token ids and the class names of a text run, reused and checked only
+  together with a checkpoint of the same run;
 * `logdir/summary.json`: how the run ended, written on every exit path;
 * the exported model;
 * the progress log file (`log_file`), opened only once the settings and the
@@ -26,6 +28,7 @@ import numpy as np
 
 from tfnorm import _keras
 from tfnorm.training.config import RESUME_KEYS, ConfigError
+from tfnorm.training.data.labels import load_label_names, save_label_names
 from tfnorm.training.data.vocabulary import (
     VOCABULARY_FILE,
     load_vocabulary,
@@ -157,9 +160,21 @@ def saved_vocabulary(checkpoint_dir, has_checkpoint):
     )
 
 
-def save_vocabularies(vocabulary, config):
-    save_vocabulary(vocabulary, config.checkpoint_dir)
-    save_vocabulary(vocabulary, config.logdir)
+def saved_label_names(checkpoint_dir, has_checkpoint):
+    """The class names the checkpoints were trained with, or None.
+
+    Like the vocabulary, they only count together with a checkpoint.
+    """
+    return load_label_names(checkpoint_dir) if has_checkpoint else None
+
+
+def save_vocabularies(vocabulary, config, label_names=None):
+    """Saves a text run's vocabulary and class names with its checkpoints and
+    in `logdir` (beside the exported model)."""
+    for directory in (config.checkpoint_dir, config.logdir):
+        save_vocabulary(vocabulary, directory)
+        if label_names is not None:
+            save_label_names(label_names, directory)
 
 
 def summary(
@@ -201,14 +216,21 @@ def summary(
 
 
 def data_summary(train_set, val_set, sha256):
-    """The `data` entry of `summary.json`."""
+    """The `data` entry of `summary.json`.
+
+    Text files add what loading found (`Dataset.report`): `label_names`,
+    `val_split` (None with a validation file) and `truncation` (texts cut
+    by `max_len`, and the `max_len_95` that keeps 95% whole).
+    """
     return {
         "source": train_set.source,
         "train_examples": len(train_set),
+        "val_source": val_set.source if val_set is not None else None,
         "val_examples": len(val_set) if val_set is not None else 0,
         "vocab_size": train_set.vocab_size,
         "num_classes": train_set.num_classes,
         "sha256": sha256,
+        **train_set.report,
     }
 
 

@@ -3,9 +3,10 @@
 UTF-8 (a byte-order mark is allowed) CSV or TSV with a header naming a `text`
 and a `label` column, or JSON Lines with one `{"text": ..., "label": ...}`
 object a line. Labels are class ids `0 .. num_classes - 1` (see
-`count_classes`). Every problem (bad UTF-8, missing column, bad label,
-malformed line, no examples or no words at all) raises `DataError` naming the
-file and line, before any training starts.
+`count_classes`) or names such as `pos`/`neg`, mapped to ids in sorted order
+(see `labels`). Every problem (bad UTF-8, missing column, bad label, ids and
+names mixed, malformed line, no examples or no words at all) raises
+`DataError` naming the file and line, before any training starts.
 """
 
 from __future__ import annotations
@@ -18,7 +19,24 @@ import os
 import numpy as np
 
 from tfnorm.training.data.dataset import DataError, Dataset
-from tfnorm.training.data.vocabulary import get_vocabulary, make_vectorizer, vectorize
+from tfnorm.training.data.labels import (
+    check_one_kind,
+    check_saved_names,
+    id_label_names,
+    label_names,
+    parse_label,
+)
+from tfnorm.training.data.preparation import (
+    split_indices,
+    split_note,
+    truncation_report,
+)
+from tfnorm.training.data.vocabulary import (
+    get_vocabulary,
+    make_vectorizer,
+    token_counts,
+    vectorize,
+)
 
 #: File suffixes read as JSON Lines; everything else is CSV, or TSV for ".tsv".
 _JSONL_SUFFIXES = (".jsonl", ".ndjson", ".json")
@@ -43,12 +61,14 @@ def read_examples(path):
         path: the file to read.
 
     Returns:
-        A list of texts and a list of int labels, in file order.
+        A list of texts and a list of labels, in file order: int class ids,
+        or str names (a file holds one kind or the other).
 
     Raises:
         DataError: the file is missing, a line is malformed, a column or key
-            is missing, a label is not a non-negative integer, or the file
-            holds no examples. The message names the file and line.
+            is missing, a label is neither a non-negative integer nor a
+            name, ids and names are mixed, or the file holds no examples.
+            The message names the file and line.
     """
     texts, labels, _ = _read_numbered(path)
     return texts, labels
@@ -72,6 +92,7 @@ def _read_numbered(path):
         )
     if not any(text.strip() for text in texts):
         raise DataError(f"{path}: every text is empty; there are no words to train on.")
+    check_one_kind(path, labels, lines)
     return texts, labels, lines
 
 
@@ -87,20 +108,6 @@ def _read_utf8(path):
             f"{path}, line {line}: not UTF-8 text ({error.reason}: byte "
             f"{raw[error.start : error.start + 1]!r}); save the file as UTF-8."
         ) from None
-
-
-def _parse_label(path, line_number, raw):
-    text = str(raw).strip()
-    try:
-        label = int(text)
-    except ValueError:
-        label = None
-    if isinstance(raw, bool) or label is None or label < 0:
-        raise DataError(
-            f"{path}, line {line_number}: the label must be a non-negative "
-            f"integer class id. Received: label={raw!r}"
-        )
-    return label
 
 
 def _read_delimited(path, text, delimiter):
@@ -137,7 +144,7 @@ def _read_delimited(path, text, delimiter):
                         f"Received: row={row!r}"
                     )
                 texts.append(row[text_index])
-                labels.append(_parse_label(path, line_number, row[label_index]))
+                labels.append(parse_label(path, line_number, row[label_index]))
                 lines.append(line_number)
         except csv.Error as error:
             raise DataError(
@@ -174,7 +181,7 @@ def _read_jsonl(path, text):
                 f"Received: text={record['text']!r}"
             )
         texts.append(record["text"])
-        labels.append(_parse_label(path, line_number, record["label"]))
+        labels.append(parse_label(path, line_number, record["label"]))
         lines.append(line_number)
     return texts, labels, lines
 
@@ -222,6 +229,9 @@ def load_text_data(
     max_tokens=20000,
     vocabulary=None,
     num_classes=None,
+    val_split=0.0,
+    seed=0,
+    label_names=None,
 ):
     """Reads, checks and vectorises a training file and an optional validation file.
 
@@ -236,23 +246,42 @@ def load_text_data(
         vocabulary: a vocabulary saved by an earlier run of the same training
             (reused instead of adapting, so ids stay stable on resume).
         num_classes: the number of classes, or None to infer it from the
-            training labels (see `count_classes`).
+            training labels (see `count_classes`; with name labels, the
+            number of names, which a given `num_classes` must equal).
+        val_split: without `val_path`, the share of the training file held
+            out for validation by a split seeded with `seed` (see
+            `preparation.split_indices`); 0 for none.
+        seed: the split's seed.
+        label_names: the class names saved by an earlier run of the same
+            training; the file's must be the same.
 
     Returns:
         `(train, val, vocabulary)`: two `Dataset`s (val may be None) and the
-        vocabulary list to save with the run.
+        vocabulary list to save with the run. Both datasets carry the class
+        names (`label_names`); the training set also carries the `report`
+        for `summary.json` and the `notes` to log (the split, the texts cut
+        by `max_len`).
     """
     train_texts, train_labels, train_lines = _read_numbered(train_path)
     val_examples = _read_numbered(val_path) if val_path else None
-    num_classes = count_classes(train_labels, train_path, num_classes, train_lines)
+    named = isinstance(train_labels[0], str)
+    names, train_ids = _class_ids(train_path, train_labels, train_lines, num_classes)
+    check_saved_names(train_path, names, label_names)
+    num_classes = len(names)
+    notes, report = [], {"label_names": names, "val_split": None}
     if val_examples is not None:
-        for line_label, line in zip(val_examples[1], val_examples[2]):
-            if line_label >= num_classes:
-                raise DataError(
-                    f"{val_path}, line {line}: label {line_label} is not a class "
-                    f"of the training file {train_path} (its labels are 0.."
-                    f"{num_classes - 1}). Received: label={line_label}"
-                )
+        val_texts = val_examples[0]
+        val_ids = _val_class_ids(val_path, train_path, names, named, *val_examples[1:])
+    else:
+        train_index, val_index = split_indices(len(train_texts), val_split, seed)
+        notes.append(
+            split_note(train_path, len(train_texts), len(val_index), val_split, seed)
+        )
+        report["val_split"] = val_split
+        val_texts = [train_texts[i] for i in val_index] or None
+        val_ids = [train_ids[i] for i in val_index]
+        train_texts = [train_texts[i] for i in train_index]
+        train_ids = [train_ids[i] for i in train_index]
     if vocabulary is None:
         vectorizer = make_vectorizer(max_len, max_tokens=max_tokens)
         from tfnorm._keras import tf
@@ -267,16 +296,67 @@ def load_text_data(
     else:
         vectorizer = make_vectorizer(max_len, vocabulary=list(vocabulary))
     vocab_size = len(vocabulary) + 2
+    report["truncation"], line = truncation_report(
+        max_len,
+        token_counts(train_texts),
+        token_counts(val_texts) if val_texts else None,
+    )
+    notes.append(line)
 
-    def as_dataset(path, texts, labels):
+    def as_dataset(source, texts, labels, **extra):
         return Dataset(
             ids=vectorize(vectorizer, texts),
             labels=np.asarray(labels, dtype=np.int32),
             vocab_size=vocab_size,
             num_classes=num_classes,
-            source=os.fspath(path),
+            source=source,
+            label_names=names,
+            **extra,
         )
 
-    train = as_dataset(train_path, train_texts, train_labels)
-    val = as_dataset(val_path, *val_examples[:2]) if val_examples else None
+    train_source = os.fspath(train_path)
+    train = as_dataset(train_source, train_texts, train_ids, report=report, notes=notes)
+    val = None
+    if val_examples is not None:
+        val = as_dataset(os.fspath(val_path), val_texts, val_ids)
+    elif val_texts:
+        val = as_dataset(f"{train_source} (held out)", val_texts, val_ids)
     return train, val, vocabulary
+
+
+def _class_ids(path, labels, lines, num_classes):
+    """`(class names in id order, the labels as class ids)` of a training file."""
+    if not isinstance(labels[0], str):
+        num_classes = count_classes(labels, path, num_classes, lines)
+        return id_label_names(num_classes), list(labels)
+    names = label_names(labels)
+    if num_classes is not None and num_classes != len(names):
+        raise DataError(
+            f"{path}: the labels are {len(names)} names ({', '.join(names[:10])}"
+            f"{', ...' if len(names) > 10 else ''}), so there are {len(names)} "
+            f"classes, not num_classes (--num-classes) {num_classes}; leave "
+            f"--num-classes out for name labels. Received: num_classes={num_classes}"
+        )
+    index = {name: position for position, name in enumerate(names)}
+    return names, [index[label] for label in labels]
+
+
+def _val_class_ids(val_path, train_path, names, named, labels, lines):
+    """The validation labels as the training file's class ids, or `DataError`."""
+    index = {name: position for position, name in enumerate(names)}
+    ids = []
+    for label, line in zip(labels, lines):
+        key = label if isinstance(label, str) else str(label)
+        if isinstance(label, str) != named or key not in index:
+            known = (
+                ", ".join(names[:10]) + (", ..." if len(names) > 10 else "")
+                if named
+                else f"the class ids 0..{len(names) - 1}"
+            )
+            raise DataError(
+                f"{val_path}, line {line}: label {label!r} is not a class of the "
+                f"training file {train_path} (its labels are {known}). "
+                f"Received: label={label!r}"
+            )
+        ids.append(index[key])
+    return ids

@@ -82,3 +82,24 @@ def vectorize(vectorizer, texts, batch_size=1024):
         for start in range(0, len(texts), batch_size)
     ]
     return np.concatenate(chunks).astype(np.int32)
+
+
+#: What the default standardisation of `TextVectorization`
+#: ("lower_and_strip_punctuation") removes, the same in every Keras.
+_STRIP_REGEX = r'[!"#$%&()\*\+,-\./:;<=>?@\[\\\]^_`{|}~\']'
+
+
+def token_counts(texts, batch_size=1024):
+    """The number of tokens `make_vectorizer`'s layer sees in each text.
+
+    The layer's own standardisation and whitespace split, without the cut
+    to `max_len`: what a text loses to `max_len` is what this counts.
+    """
+    from tfnorm._keras import tf
+
+    counts = []
+    for start in range(0, len(texts), batch_size):
+        chunk = tf.strings.lower(tf.constant(texts[start : start + batch_size]))
+        chunk = tf.strings.regex_replace(chunk, _STRIP_REGEX, "")
+        counts.append(tf.strings.split(chunk).row_lengths().numpy())
+    return np.concatenate(counts).astype(np.int64) if counts else np.zeros(0, int)

@@ -1,0 +1,168 @@
+"""The README's `tfnorm train` and `tfnorm predict` lines run as written, and learn.
+
+For each shell block (`sh`, `bash`, `shell`) of README.md holding a
+`tfnorm train` command, its `tfnorm train`/`tfnorm predict` lines (with
+their `\\` continuations, a leading `nohup` and a trailing `&` as written)
+run one after the other in bash, in a fresh temporary directory holding a
+copy of `examples/` (the README's commands run from the repository's root),
+with the venv's `bin` first on PATH, so `tfnorm` is the installed console
+script. Each run must complete and reach the validation accuracy the README
+states for it, give or take a little for another CPU's rounding; every
+`tfnorm train` example of `tfnorm train --help` must be one of them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO
+from tests.test_docs import README, code_blocks
+from tfnorm.cli.train import EPILOG
+
+SHELL_LANGUAGES = ("sh", "bash", "shell")
+BIN = os.path.dirname(sys.executable)
+# The README's figures are from this suite's own runs; another machine's
+# float rounding may move them a little, never to chance.
+TOLERANCE = 0.05
+
+
+def commands(code):
+    """The `tfnorm train` / `tfnorm predict` commands of a shell block."""
+    found = []
+    for line in code.replace("\\\n", " ").split("\n"):
+        words = line.split()
+        if words[:1] == ["nohup"]:
+            words = words[1:]
+        if words[:2] in (["tfnorm", "train"], ["tfnorm", "predict"]):
+            found.append(" ".join(line.split()))
+    return found
+
+
+def readme_blocks():
+    with open(README, encoding="utf-8") as handle:
+        blocks = code_blocks(handle.read())
+    return [
+        block
+        for block in blocks
+        if block["language"] in SHELL_LANGUAGES
+        and any(" train " in f" {c} " for c in commands(block["code"]))
+    ]
+
+
+# Where the README states what each example reaches: the sentence naming
+# the example's data, then its figure.
+STATED = {
+    "sorted": r"`sorted` task[^.]*?validation accuracy of (0\.\d+)",
+    "examples/data/reviews.csv": r"reviews\.csv`?\)?,.*?validation accuracy of (0\.\d+)",
+    "examples/keras_transformer_classifier.py": (
+        r"`examples/keras_transformer_classifier\.py` reaches a validation "
+        r"accuracy of (0\.\d+)"
+    ),
+}
+
+
+def stated_accuracy(readme, words):
+    """The validation accuracy the README states for the run of `words`."""
+    if "--model-fn" in words:
+        source = words[words.index("--model-fn") + 1].split(":")[0]
+    else:
+        source = words[words.index("--task" if "--task" in words else "--data") + 1]
+    match = re.search(STATED[source], " ".join(readme.split()))
+    return float(match.group(1)) if match else None
+
+
+def test_the_readme_has_train_examples_and_the_help_shows_only_those():
+    blocks = readme_blocks()
+    assert len(blocks) >= 2
+    lines = {c for block in blocks for c in commands(block["code"])}
+    assert any("--data" in c for c in lines) and any("--task" in c for c in lines)
+    assert any("--model-fn" in c for c in lines)
+    for command in commands(EPILOG):
+        if command.startswith("tfnorm train") and "--config" not in command:
+            assert command in lines, f"tfnorm train --help example {command!r}"
+
+
+def units():
+    """The README's commands grouped into runs: a `tfnorm train` line with the
+    `tfnorm predict` lines reading its logdir, or a line that trains nothing
+    (`--help`); each group runs on its own, so the long ones can be marked."""
+    found = []
+    for block in readme_blocks():
+        for line in commands(block["code"]):
+            words = shlex.split(line.rstrip("&").split(">")[0])
+            if words[1] == "predict" and found and words[2] in found[-1][2]:
+                found[-1][1].append(line)
+                continue
+            logdirs = (
+                words[words.index("--logdir") + 1 :][:1] if "--logdir" in words else []
+            )
+            found.append((block["line"], [line], logdirs))
+    params = []
+    for line_number, lines, _ in found:
+        marks = ()
+        if "--task sorted" in lines[0]:
+            # Some 400 steps: ~25 s on 2 idle cores, over a minute on a busy
+            # machine; run by `make test-slow`.
+            marks = (pytest.mark.slow,)
+        params.append(
+            pytest.param(
+                lines, id=f"README.md:{line_number}:{lines[0][:40]}", marks=marks
+            )
+        )
+    return params
+
+
+@pytest.mark.skipif(
+    shutil.which("tfnorm", path=BIN) is None,
+    reason="this runtime has no tfnorm console script beside its python",
+)
+@pytest.mark.parametrize("lines", units())
+def test_readme_train_lines_run_as_written_and_learn(lines, tmp_path):
+    shutil.copytree(os.path.join(REPO, "examples"), tmp_path / "examples")
+    script = ["set -e"]
+    for line in lines:
+        script.append(line)
+        if line.endswith("&"):
+            script.append("wait $!")
+    env = dict(os.environ)
+    env["PATH"] = BIN + os.pathsep + env.get("PATH", "")
+    # The console script imports tfnorm: this checkout's, not an installed one.
+    env["PYTHONPATH"] = REPO + os.pathsep + env.get("PYTHONPATH", "")
+    result = subprocess.run(
+        ["bash", "-c", "\n".join(script)],
+        cwd=str(tmp_path),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, (
+        f"{lines}: exit {result.returncode}\n"
+        f"{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    )
+    with open(README, encoding="utf-8") as handle:
+        readme = handle.read()
+    words = shlex.split(lines[0].rstrip("&").split(">")[0])
+    if "--help" in words:
+        assert "usage: tfnorm train" in result.stdout
+        return
+    logdir = words[words.index("--logdir") + 1]
+    with open(tmp_path / logdir / "summary.json") as handle:
+        summary = json.load(handle)
+    assert summary["status"] == "completed", summary
+    accuracy = summary["metrics"]["val_accuracy"]
+    stated = stated_accuracy(readme, words)
+    assert stated is not None, f"the README states no accuracy for {lines[0]!r}"
+    assert accuracy >= stated - TOLERANCE, (logdir, accuracy, stated)
+    printed = [p for p in result.stdout.splitlines() if p.count("\t") == 3]
+    texts = [w for line in lines[1:] for w in shlex.split(line)[3:]]
+    assert [p.split("\t")[-1] for p in printed] == texts
+    assert all(p.split("\t")[0] in summary["data"]["label_names"] for p in printed)
