@@ -285,3 +285,37 @@ def test_shell_scripts_pass_shellcheck():
     ]
     result = subprocess.run([shellcheck] + scripts, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_a_command_on_the_ssh_line_starts_in_the_workspace(tmp_path):
+    """As sshd runs `ssh host 'cmd'`: `bash -c` in the home directory, with
+    the SetEnv environment; BASH_ENV (set by the entrypoint's SetEnv) moves
+    it to the workspace, and the command's own scripts see no BASH_ENV."""
+    from tfnorm_entrypoint.ssh import SSH_COMMAND_HOOK
+
+    hook = os.path.join(REPO, "docker", "profile-session-env.sh")
+    with open(os.path.join(REPO, "Dockerfile")) as handle:
+        assert f"docker/profile-session-env.sh {SSH_COMMAND_HOOK}" in handle.read()
+    home, workspace = tmp_path / "home", tmp_path / "workspace"
+    home.mkdir()
+    workspace.mkdir()
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(home),
+        "SSH_CONNECTION": "127.0.0.1 50000 127.0.0.1 22",
+        "TFNORM_WORKSPACE": str(workspace),
+        "BASH_ENV": hook,
+    }
+    result = subprocess.run(
+        ["bash", "-c", 'pwd; bash -c "echo child:\\$BASH_ENV"'],
+        cwd=home,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert result.stdout.splitlines() == [str(workspace), "child:"], result
+    # A command started elsewhere (a `cd` of its own) is not moved.
+    elsewhere = subprocess.run(
+        ["bash", "-c", "pwd"], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert elsewhere.stdout.strip() == str(tmp_path)
