@@ -37,71 +37,15 @@ from tfnorm.training import run_files, steps, user_code
 from tfnorm.training.build import assemble, prepare_runtime, run_optimizer
 from tfnorm.training.config import ConfigError
 from tfnorm.training.data import DataError
+from tfnorm.training.data.user_data import (
+    ArrayData,
+    DatasetData,
+    describe_shapes,
+    split_user_data,
+)
 
 #: Examples of a batch the norm probes (NaN guard, histograms) look at.
 PROBE_EXAMPLES = 64
-_DATA_FORMS = (
-    "a tf.data.Dataset of (x, y) batches, NumPy arrays (x, y), or a "
-    "(train, validation) pair of those"
-)
-
-
-class ArrayData:
-    """`(x, y[, sample_weight])` NumPy arrays, batched by the run."""
-
-    def __init__(self, parts, role):
-        self.parts = tuple(
-            tf.nest.map_structure(np.asarray, part)
-            for part in parts
-            if part is not None
-        )
-        sizes = {int(a.shape[0]) if a.ndim else 0 for a in tf.nest.flatten(self.parts)}
-        if len(sizes) != 1 or 0 in sizes:
-            raise DataError(
-                f"data_fn's {role} arrays must hold the same number (>= 1) of "
-                f"examples in their first dimension. Received: "
-                f"{role}={_shapes(self.parts)}"
-            )
-        self.size = sizes.pop()
-
-    def __len__(self):
-        return self.size
-
-    def describe(self):
-        return f"{self.size} examples {_shapes(self.parts)}"
-
-    def take(self, indices):
-        return tf.nest.map_structure(lambda a: a[indices], self.parts)
-
-    def sha256(self):
-        digest = hashlib.sha256()
-        for array in tf.nest.flatten(self.parts):
-            digest.update(str((array.dtype.str, array.shape)).encode())
-            digest.update(np.ascontiguousarray(array).tobytes())
-        return digest.hexdigest()
-
-
-class DatasetData:
-    """A `tf.data.Dataset` of batches, consumed through a saved iterator."""
-
-    def __init__(self, dataset, role):
-        spec = dataset.element_spec
-        if not isinstance(spec, tuple) or len(spec) not in (2, 3):
-            raise DataError(
-                f"data_fn's {role} dataset must yield (x, y) or (x, y, "
-                f"sample_weight) batches. Received: element_spec={spec}"
-            )
-        self.dataset = dataset
-        self.batches = int(dataset.cardinality())
-
-    def describe(self):
-        known = self.batches >= 0
-        return f"{self.batches if known else 'an unknown number of'} batches"
-
-    def first_batch(self):
-        for batch in self.dataset.take(1):
-            return batch
-        raise DataError("data_fn's training dataset is empty.")
 
 
 class OwnModelWorkload:
@@ -124,7 +68,7 @@ class OwnModelWorkload:
     def load(self, saved, has_checkpoint):
         """Calls `data_fn`; checks the data's form (not yet against the model)."""
         result = user_code.call("data_fn", self.data_spec, self.data_fn)
-        self.train, self.val = _split(result)
+        self.train, self.val = split_user_data(result)
         if isinstance(self.train, ArrayData):
             self.data_sha256 = self.train.sha256()
         if saved is not None and has_checkpoint:
@@ -259,10 +203,12 @@ class OwnModelWorkload:
         """Nothing beside the checkpoints: the user's code is the model's recipe."""
 
     def step_fn(self, training):
-        train_step = make_train_step(training.model, training.strategy)
+        train_step = steps.make_model_train_step(training.model, training.strategy)
         if training.data_iterator is not None:
-            return _dataset_step_fn(training, train_step)
-        return _array_step_fn(training, train_step, self.train, self.config)
+            return steps.dataset_step_fn(training, train_step)
+        return steps.array_step_fn(
+            training, train_step, self.train, self.config.batch_size, self.config.seed
+        )
 
     def reset_window(self, training):
         """The logs are running means since the last reset (as under `fit`)."""
@@ -279,7 +225,7 @@ class OwnModelWorkload:
         if self.val is None:
             return None
         model, strategy = training.model, training.strategy
-        test_step = make_test_step(model, strategy)
+        test_step = steps.make_model_test_step(model, strategy)
         batch_size = self.config.batch_size
 
         def batches():
@@ -296,7 +242,7 @@ class OwnModelWorkload:
                 if tf.nest.flatten(batch)[0].shape[0] >= strategy.num_replicas_in_sync:
                     logs = test_step(steps.distribute(strategy, *batch))
             model.reset_metrics()
-            return {f"val_{name}": value for name, value in _scalars(logs)}
+            return {f"val_{name}": value for name, value in steps.scalar_logs(logs)}
 
         return evaluate
 
@@ -328,117 +274,6 @@ def model_signature(model):
     return hashlib.sha256(json.dumps(entries).encode()).hexdigest()
 
 
-def make_train_step(model, strategy):
-    """A compiled step: batch (or iterator) -> the model's metrics, as `fit` runs them."""
-
-    def replica_step(data):
-        return model.train_step(data)
-
-    if _keras.model_jit_compile(model):
-        replica_step = tf.function(replica_step, jit_compile=True)
-
-    def first_replica(outputs):
-        return tf.nest.map_structure(
-            lambda v: strategy.experimental_local_results(v)[0], outputs
-        )
-
-    @tf.function
-    def on_batch(data):
-        return first_replica(strategy.run(replica_step, args=(data,)))
-
-    @tf.function
-    def on_iterator(iterator):
-        return first_replica(strategy.run(replica_step, args=(next(iterator),)))
-
-    return on_batch, on_iterator
-
-
-def make_test_step(model, strategy):
-    """A compiled step: batch -> the model's metrics after its `test_step`."""
-
-    @tf.function
-    def on_batch(data):
-        outputs = strategy.run(model.test_step, args=(data,))
-        return tf.nest.map_structure(
-            lambda v: strategy.experimental_local_results(v)[0], outputs
-        )
-
-    return on_batch
-
-
-def _array_step_fn(training, train_step, data, config):
-    on_batch, _ = train_step
-    stream = steps.index_batches(
-        len(data), config.batch_size, config.seed, int(training.examples_seen.numpy())
-    )
-
-    def step_fn(step):
-        batch = data.take(next(stream))
-        logs = on_batch(steps.distribute(training.strategy, *batch))
-        training.step.assign(step)
-        training.examples_seen.assign_add(config.batch_size)
-        return dict(_scalars(logs))
-
-    return step_fn
-
-
-def _dataset_step_fn(training, train_step):
-    on_batch, on_iterator = train_step
-    iterator, strategy = training.data_iterator, training.strategy
-    # One replica reads its batch inside the compiled step, as `fit` does.
-    in_graph = strategy.num_replicas_in_sync == 1 and not isinstance(
-        strategy, tf.distribute.MultiWorkerMirroredStrategy
-    )
-
-    def step_fn(step):
-        if in_graph:
-            logs = on_iterator(iterator)
-        else:
-            logs = on_batch(steps.distribute(strategy, *next(iterator)))
-        training.step.assign(step)
-        return dict(_scalars(logs))
-
-    return step_fn
-
-
-def _split(result):
-    """`(train, validation or None)` from what `data_fn` returned."""
-    if isinstance(result, dict) and "train" in result:
-        unknown = set(result) - {"train", "validation"}
-        if unknown:
-            raise DataError(
-                f"data_fn returned a dict with keys {sorted(unknown)}; only "
-                "'train' and 'validation' are read."
-            )
-        return _part(result["train"], "train"), _optional(result.get("validation"))
-    if isinstance(result, (tuple, list)) and len(result) == 2:
-        first, second = result
-        if isinstance(first, (tf.data.Dataset, tuple, list)):
-            return _part(first, "train"), _optional(second)
-    return _part(result, "train"), None
-
-
-def _optional(part):
-    return None if part is None else _part(part, "validation")
-
-
-def _part(part, role):
-    if isinstance(part, tf.data.Dataset):
-        return DatasetData(part, role)
-    if isinstance(part, (tuple, list)) and len(part) in (2, 3):
-        try:
-            return ArrayData(part, role)
-        except (TypeError, ValueError) as error:
-            if isinstance(error, DataError):
-                raise
-            raise DataError(
-                f"data_fn's {role} data are not arrays ({error})."
-            ) from None
-    raise DataError(
-        f"data_fn must return {_DATA_FORMS}. Received for {role}: {type(part).__name__}"
-    )
-
-
 def _run(model, probe, what, call=None):
     """`call()` (default: the model on the probe inputs); a failure becomes a
     `DataError` saying `what`, with the shapes involved."""
@@ -452,7 +287,7 @@ def _run(model, probe, what, call=None):
 
         raise DataError(
             f"{what} ({_reason(error, limit=300)}). The first training batch: "
-            f"{_shapes(probe)}"
+            f"{describe_shapes(probe)}"
         ) from None
 
 
@@ -479,23 +314,5 @@ def _class_name(name):
     return "".join(part.capitalize() for part in name.split("_"))
 
 
-def _scalars(logs):
-    for name, value in logs.items():
-        value = np.asarray(value)
-        if value.shape == ():
-            yield name, float(value)
-
-
 def _weight_name(weight):
     return getattr(weight, "path", None) or weight.name.split(":")[0]
-
-
-def _shapes(structure):
-    def describe(value):
-        shape = getattr(value, "shape", None)
-        dtype = getattr(value, "dtype", None)
-        if shape is None:
-            return type(value).__name__
-        return f"{getattr(dtype, 'name', dtype)}{list(shape)}"
-
-    return str(tf.nest.map_structure(describe, structure))

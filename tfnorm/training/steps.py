@@ -1,4 +1,8 @@
-"""The classifier's train and eval steps, the seeded batch order, evaluation.
+"""Train and eval steps, the seeded batch order, evaluation.
+
+tfnorm's classifier has its own compiled steps; a user's model (`--model-fn`)
+runs its own `train_step`/`test_step` under the run's strategy, as `fit` and
+`evaluate` would (`make_model_train_step`, `make_model_test_step`).
 
 Kept apart from the loop so that a step is a plain function `run_loop` can
 call, and so that the batch order (which resume depends on) is written once.
@@ -178,3 +182,87 @@ def index_batches(size, batch_size, seed, start_example=0):
 def _permutation(seed, pass_index, size):
     mixed = (seed * 1000003 + pass_index * 7919 + 17) % (2**31 - 1)
     return np.random.RandomState(mixed).permutation(size)
+
+
+# ------------------------------------------------------- the user's model
+
+
+def make_model_train_step(model, strategy):
+    """A compiled step: batch (or iterator) -> the model's metrics, as `fit` runs them."""
+
+    def replica_step(data):
+        return model.train_step(data)
+
+    if _keras.model_jit_compile(model):
+        replica_step = tf.function(replica_step, jit_compile=True)
+
+    def first_replica(outputs):
+        return tf.nest.map_structure(
+            lambda v: strategy.experimental_local_results(v)[0], outputs
+        )
+
+    @tf.function
+    def on_batch(data):
+        return first_replica(strategy.run(replica_step, args=(data,)))
+
+    @tf.function
+    def on_iterator(iterator):
+        return first_replica(strategy.run(replica_step, args=(next(iterator),)))
+
+    return on_batch, on_iterator
+
+
+def make_model_test_step(model, strategy):
+    """A compiled step: batch -> the model's metrics after its `test_step`."""
+
+    @tf.function
+    def on_batch(data):
+        outputs = strategy.run(model.test_step, args=(data,))
+        return tf.nest.map_structure(
+            lambda v: strategy.experimental_local_results(v)[0], outputs
+        )
+
+    return on_batch
+
+
+def array_step_fn(training, train_step, data, batch_size, seed):
+    on_batch, _ = train_step
+    stream = index_batches(
+        len(data), batch_size, seed, int(training.examples_seen.numpy())
+    )
+
+    def step_fn(step):
+        batch = data.take(next(stream))
+        logs = on_batch(distribute(training.strategy, *batch))
+        training.step.assign(step)
+        training.examples_seen.assign_add(batch_size)
+        return dict(scalar_logs(logs))
+
+    return step_fn
+
+
+def dataset_step_fn(training, train_step):
+    on_batch, on_iterator = train_step
+    iterator, strategy = training.data_iterator, training.strategy
+    # One replica reads its batch inside the compiled step, as `fit` does.
+    in_graph = strategy.num_replicas_in_sync == 1 and not isinstance(
+        strategy, tf.distribute.MultiWorkerMirroredStrategy
+    )
+
+    def step_fn(step):
+        if in_graph:
+            logs = on_iterator(iterator)
+        else:
+            logs = on_batch(distribute(strategy, *next(iterator)))
+        training.step.assign(step)
+        return dict(scalar_logs(logs))
+
+    return step_fn
+
+
+def scalar_logs(logs):
+    """`(name, float)` of the scalar entries of Keras logs."""
+    for name, value in logs.items():
+        value = np.asarray(value)
+        if value.shape == ():
+            yield name, float(value)

@@ -1,31 +1,33 @@
 """`train(config)`: the training run behind `tfnorm train`, callable from a notebook.
 
 A custom loop rather than `model.fit`, because the run must stop and resume
-at any step, not only at epoch boundaries. `train` checks everything first,
-then assembles the pieces, each in its own module:
+at any step, not only at epoch boundaries. What is trained is a workload:
+tfnorm's classifier on a task or a text file (`classifier.py`), or the
+user's `model_fn` model on their `data_fn` data (`own_model.py`); the run
+around it is the same for both. `train` checks everything first, then
+assembles the pieces, each in its own module:
 
-* `loop.run_loop` runs the steps (`steps.py`: train/eval steps and the
-  seeded batch order, which resume depends on);
+* `loop.run_loop` runs the workload's step function;
 * actions (`actions.py`, `reporting.py`, `signals.py`), in this order: the
   NaN guard (a non-finite loss or non-finite weights stop the run before
   anything is saved, so the last good checkpoint stays the latest), the norm
   histograms, progress lines and TensorBoard scalars, checkpoints (every
-  `checkpoint_every` steps and at each epoch end), evaluation (after the
-  epoch's checkpoint) and the signal stop (SIGTERM/SIGINT/SIGHUP finish the
-  step, save, and end the run);
+  `checkpoint_every` steps and at the last step; at epoch ends only with
+  `epoch_checkpoints`), evaluation at each epoch end (after a checkpoint of
+  the same step) and the signal stop (SIGTERM/SIGINT/SIGHUP finish the step,
+  save, and end the run);
 * checkpoint files, resume and the directory lock (`checkpoints.py`):
   resume uses the newest checkpoint that restores cleanly, a second run on
   the same directory is refused;
 * run files (`run_files.py`): the progress log file, `run_config.json` with
   the run's identity, the vocabulary, `summary.json` and the export.
 
-Nothing is created on disk until the settings and the data are known to be
-good. From then on `summary.json` is written however the run ends.
+Nothing is created on disk until the settings, the data and the model are
+known to be good. From then on `summary.json` is written however the run
+ends.
 
 What is left here is the run itself, in the order a run takes it (load the
-data, build, claim the directories, train, export, summarise); that is one
-concept, so this module stays one file although it is a little over 350
-lines.
+data, build, claim the directories, train, export, summarise).
 
 Multi-worker: every worker runs the same loop; only the chief locks the
 directory and keeps checkpoints, logs, the summary and the export (the

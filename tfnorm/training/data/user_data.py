@@ -1,0 +1,131 @@
+"""What a `data_fn` returns, checked and held for the run (`own_model.py`).
+
+`data_fn()` returns the training data, or `(train, validation)`, or a dict
+with `"train"` and `"validation"`; each part is a `tf.data.Dataset` of
+`(x, y)` or `(x, y, sample_weight)` batches (`DatasetData`), or a tuple of
+NumPy arrays `(x, y)` / `(x, y, sample_weight)` (`ArrayData`; `x` may be a
+dict or list of arrays). A form that is none of these is a `DataError`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+
+from tfnorm._keras import tf
+from tfnorm.training.data.dataset import DataError
+
+_DATA_FORMS = (
+    "a tf.data.Dataset of (x, y) batches, NumPy arrays (x, y), or a "
+    "(train, validation) pair of those"
+)
+
+
+class ArrayData:
+    """`(x, y[, sample_weight])` NumPy arrays, batched by the run."""
+
+    def __init__(self, parts, role):
+        self.parts = tuple(
+            tf.nest.map_structure(np.asarray, part)
+            for part in parts
+            if part is not None
+        )
+        sizes = {int(a.shape[0]) if a.ndim else 0 for a in tf.nest.flatten(self.parts)}
+        if len(sizes) != 1 or 0 in sizes:
+            raise DataError(
+                f"data_fn's {role} arrays must hold the same number (>= 1) of "
+                f"examples in their first dimension. Received: "
+                f"{role}={describe_shapes(self.parts)}"
+            )
+        self.size = sizes.pop()
+
+    def __len__(self):
+        return self.size
+
+    def describe(self):
+        return f"{self.size} examples {describe_shapes(self.parts)}"
+
+    def take(self, indices):
+        return tf.nest.map_structure(lambda a: a[indices], self.parts)
+
+    def sha256(self):
+        digest = hashlib.sha256()
+        for array in tf.nest.flatten(self.parts):
+            digest.update(str((array.dtype.str, array.shape)).encode())
+            digest.update(np.ascontiguousarray(array).tobytes())
+        return digest.hexdigest()
+
+
+class DatasetData:
+    """A `tf.data.Dataset` of batches, consumed through a saved iterator."""
+
+    def __init__(self, dataset, role):
+        spec = dataset.element_spec
+        if not isinstance(spec, tuple) or len(spec) not in (2, 3):
+            raise DataError(
+                f"data_fn's {role} dataset must yield (x, y) or (x, y, "
+                f"sample_weight) batches. Received: element_spec={spec}"
+            )
+        self.dataset = dataset
+        self.batches = int(dataset.cardinality())
+
+    def describe(self):
+        known = self.batches >= 0
+        return f"{self.batches if known else 'an unknown number of'} batches"
+
+    def first_batch(self):
+        for batch in self.dataset.take(1):
+            return batch
+        raise DataError("data_fn's training dataset is empty.")
+
+
+def split_user_data(result):
+    """`(train, validation or None)` from what `data_fn` returned."""
+    if isinstance(result, dict) and "train" in result:
+        unknown = set(result) - {"train", "validation"}
+        if unknown:
+            raise DataError(
+                f"data_fn returned a dict with keys {sorted(unknown)}; only "
+                "'train' and 'validation' are read."
+            )
+        return _part(result["train"], "train"), _optional(result.get("validation"))
+    if isinstance(result, (tuple, list)) and len(result) == 2:
+        first, second = result
+        if isinstance(first, (tf.data.Dataset, tuple, list)):
+            return _part(first, "train"), _optional(second)
+    return _part(result, "train"), None
+
+
+def _optional(part):
+    return None if part is None else _part(part, "validation")
+
+
+def _part(part, role):
+    if isinstance(part, tf.data.Dataset):
+        return DatasetData(part, role)
+    if isinstance(part, (tuple, list)) and len(part) in (2, 3):
+        try:
+            return ArrayData(part, role)
+        except (TypeError, ValueError) as error:
+            if isinstance(error, DataError):
+                raise
+            raise DataError(
+                f"data_fn's {role} data are not arrays ({error})."
+            ) from None
+    raise DataError(
+        f"data_fn must return {_DATA_FORMS}. Received for {role}: {type(part).__name__}"
+    )
+
+
+def describe_shapes(structure):
+    """Shapes and dtypes of a nested structure, for error messages."""
+
+    def describe(value):
+        shape = getattr(value, "shape", None)
+        dtype = getattr(value, "dtype", None)
+        if shape is None:
+            return type(value).__name__
+        return f"{getattr(dtype, 'name', dtype)}{list(shape)}"
+
+    return str(tf.nest.map_structure(describe, structure))
