@@ -210,3 +210,13 @@ def test_subpackages_are_lazy_attributes():
         "tfnorm.distribute tfnorm.experiments",
         "True",
     ]
+
+
+def test_verbose_is_not_a_training_setting(capsys):
+    # `--verbose` (before or after the subcommand) is the command's, not one
+    # of the run settings `tfnorm train` reads from the other attributes.
+    from tfnorm.cli.main import main
+
+    for argv in (["--verbose", "train"], ["train", "-v"]):
+        assert main([*argv, "--task", "sorted", "--print-config"]) == 0
+        assert "verbose" not in json.loads(capsys.readouterr().out)

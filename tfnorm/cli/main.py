@@ -155,7 +155,9 @@ def main(argv=None):
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    quiet_tensorflow(verbose=args.verbose)
+    # Not a setting of the subcommand: `tfnorm train` reads every other
+    # attribute as one.
+    quiet_tensorflow(verbose=vars(args).pop("verbose", False))
     return args.func(args) or 0
 
 
