@@ -39,7 +39,7 @@ test: venv
 
 # The container built and run for real (root): a private rootful Podman engine
 # with Compose v2, stand-ins for TensorFlow's GPU Jupyter images, the README's
-# workflow end to end. See README, "Testing the container without Docker".
+# workflow end to end. See docs/container-testing.md.
 # Its two modules (one per stand-in base) run side by side, one per process;
 # the second waits for the first's image build and notebooks
 # (tests/container/harness.py). CONTAINER_WORKERS=0: one after the other.

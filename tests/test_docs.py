@@ -1,4 +1,4 @@
-"""Every Python code block in README.md runs.
+"""Every Python code block in README.md and docs/*.md runs.
 
 Each fenced block whose info string starts with `python` (or `py`,
 `python3`) runs in a fresh Python process of the current runtime, in an
@@ -16,6 +16,7 @@ running cluster, a file the reader brings, ...) is marked in one of two ways:
 
 from __future__ import annotations
 
+import glob
 import os
 import re
 
@@ -24,6 +25,9 @@ import pytest
 from tests.conftest import REPO, run_python
 
 README = os.path.join(REPO, "README.md")
+#: The pages moved out of the README (docker, troubleshooting, ...) and the
+#: others under docs/: their Python blocks run too.
+DOCS = [README, *sorted(glob.glob(os.path.join(REPO, "docs", "*.md")))]
 PYTHON_LANGUAGES = ("python", "py", "python3")
 _FENCE = re.compile(r"^(?P<indent> {0,3})(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
 _NOT_RUNNABLE = re.compile(r"^\s*<!--\s*not-runnable\b.*-->\s*$")
@@ -84,6 +88,19 @@ def _readme_python_blocks():
 PYTHON_BLOCKS = _readme_python_blocks()
 
 
+def _all_python_blocks():
+    found = []
+    for path in DOCS:
+        with open(path, encoding="utf-8") as f:
+            for block in code_blocks(f.read()):
+                if block["language"] in PYTHON_LANGUAGES and block["runnable"]:
+                    found.append(dict(block, page=os.path.relpath(path, REPO)))
+    return found
+
+
+ALL_PYTHON_BLOCKS = _all_python_blocks()
+
+
 def test_readme_has_a_runnable_python_example():
     assert any(block["runnable"] for block in PYTHON_BLOCKS), (
         "README.md should hold at least one runnable ```python block "
@@ -124,15 +141,15 @@ def test_code_blocks_parser_honours_both_markers():
 
 @pytest.mark.parametrize(
     "block",
-    [b for b in PYTHON_BLOCKS if b["runnable"]],
-    ids=lambda block: f"README.md:{block['line']}",
+    ALL_PYTHON_BLOCKS,
+    ids=lambda block: f"{block['page']}:{block['line']}",
 )
 def test_readme_python_block_runs(block, tmp_path):
     try:
         run_python(block["code"], cwd=str(tmp_path))
     except AssertionError as error:
         pytest.fail(
-            f"README.md line {block['line']}: the ```python block failed "
+            f"{block['page']} line {block['line']}: the ```python block failed "
             f"(mark it <!-- not-runnable --> if it cannot run in tests):\n{error}",
             pytrace=False,
         )

@@ -48,7 +48,7 @@ def test_import_without_tensorflow_says_what_to_install(tmp_path):
     )
     assert result.returncode != 0
     assert "ImportError: tfnorm needs TensorFlow >= 2.9" in result.stderr
-    assert "pip install tfnorm[cpu]" in result.stderr
+    assert "pip install tensorflow-cpu" in result.stderr
     # One clear error, not a chain of tracebacks.
     assert "During handling" not in result.stderr
 

@@ -18,7 +18,17 @@ def _started_as_the_command():
     # import) loads; the subcommands import what they need when they run.
     # Everywhere else `import tfnorm` loads the library, so its layers are
     # registered for `keras.models.load_model`.
-    return bool(sys.argv) and os.path.basename(sys.argv[0]) == "tfnorm"
+    # `python -m tfnorm` is the same command: while runpy imports this
+    # package to find its `__main__`, `sys.argv[0]` is "-m" (Python 3.10+
+    # also keeps the module's name in `sys.orig_argv`).
+    if not sys.argv:
+        return False
+    if sys.argv[0] == "-m":
+        orig_argv = getattr(sys, "orig_argv", None)
+        if orig_argv is None or "-m" not in orig_argv[:-1]:
+            return True
+        return orig_argv[orig_argv.index("-m") + 1] in ("tfnorm", "tfnorm.cli.main")
+    return os.path.basename(sys.argv[0]) == "tfnorm"
 
 
 def _load_library():

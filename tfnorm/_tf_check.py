@@ -9,9 +9,10 @@ from __future__ import annotations
 MINIMUM_TENSORFLOW = (2, 9)
 
 _INSTALL_HINT = (
-    "Install one TensorFlow build next to tfnorm: `pip install tfnorm[cpu]` "
-    "(tensorflow-cpu), `pip install tfnorm[gpu]` (tensorflow), or keep the one "
-    "your image already ships (e.g. tensorflow/tensorflow:2.9.0-gpu-jupyter)."
+    "Install one TensorFlow build next to tfnorm: `pip install tensorflow-cpu`, "
+    'or `tensorflow` for GPUs (from tfnorm\'s clone, `pip install ".[cpu]"` '
+    "installs tfnorm with tensorflow-cpu), or keep the one your image already "
+    "ships (e.g. tensorflow/tensorflow:2.9.0-gpu-jupyter)."
 )
 
 

@@ -93,7 +93,7 @@ def warn_unwritable_mounts(settings):
             f"WARNING: {path} is not writable by {account.pw_name} (uid "
             f"{account.pw_uid}); it belongs to uid {owner}. Fix on the host: "
             f"`sudo chown -R {account.pw_uid}:{account.pw_gid}` on the folder "
-            f"mounted there{rebuild} (see README, troubleshooting)"
+            f"mounted there{rebuild} (see docs/troubleshooting.md)"
         )
 
 

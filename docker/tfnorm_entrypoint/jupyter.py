@@ -4,7 +4,7 @@ The token is `JUPYTER_TOKEN`, or one generated at each start and printed once
 to the log. It reaches JupyterLab through a private config file: never the
 command line (visible in `ps`) nor the environment (inherited by kernels).
 That keeps it from other users and from children's environments, not from
-the workload user itself, who can read that file (see README, "Docker").
+the workload user itself, who can read that file (see docs/docker.md).
 """
 
 from __future__ import annotations

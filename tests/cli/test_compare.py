@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 
 import pytest
 
@@ -96,3 +97,28 @@ def test_make_demo_runs_compare_and_prints_the_paths(tmp_path):
     assert f"plot:        {output_dir}/comparison.png" in result.stdout
     assert f"tensorboard --logdir {output_dir}/tensorboard" in result.stdout
     assert os.path.exists(os.path.join(output_dir, "comparison.png"))
+
+
+def test_printed_tensorboard_line_runs_in_a_shell_without_the_venv(
+    tmp_path, monkeypatch
+):
+    # `make demo` runs .venv/bin/tfnorm from the clone's root in a shell where
+    # the venv is not active: the line it prints must work as printed there.
+    from tfnorm.cli.compare import tensorboard_command
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    command = tensorboard_command()
+    assert command != "tensorboard"
+    result = subprocess.run(
+        f"{command} --version_tb",
+        shell=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip()
+    # With the venv active (its bin on PATH), the plain name is printed.
+    monkeypatch.setenv("PATH", os.path.dirname(sys.executable) + ":/usr/bin:/bin")
+    assert tensorboard_command() == "tensorboard"

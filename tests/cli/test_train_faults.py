@@ -1,6 +1,6 @@
 """`tfnorm train` under faults: full disk, read-only disk, concurrent runs, kill -9.
 
-The fault table of issue 16. Each trial is tiny; the ones that start many
+The faults a long run meets on a shared machine. Each trial is tiny; the ones that start many
 processes are marked slow. Mounting a tmpfs needs root (the test image runs
 as root); elsewhere those tests skip, saying why.
 """

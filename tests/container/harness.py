@@ -25,7 +25,7 @@ import uuid
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 HERE = os.path.dirname(os.path.abspath(__file__))
 # This sandbox's limits (no CAP_SYS_RESOURCE: no rlimit above the host's), not
-# a property of users' machines; see ../shared/CONTAINER.md.
+# a property of users' machines (compose.sandbox.yml lists them).
 SANDBOX_OVERRIDE = os.path.join(HERE, "compose.sandbox.yml")
 STANDIN_IMAGE = "localhost/tfnorm-test/tensorflow:{}"
 CLONE_UID = 1000  # the image's TFNORM_UID default
@@ -196,14 +196,19 @@ def wait_for(predicate, timeout, what, interval=0.5):
     raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
 
 
+DOCS = ("README.md", "docs/docker.md")
+
+
 def readme_block(marker):
-    """The README's fenced shell block that contains `marker`, as lines."""
-    with open(os.path.join(REPO, "README.md"), encoding="utf-8") as handle:
-        text = handle.read()
-    for block in re.findall(r"```(?:bash|sh)\n(.*?)```", text, flags=re.S):
-        if marker in block:
-            return block.strip().splitlines()
-    raise AssertionError(f"README.md has no shell block with {marker!r}")
+    """The first fenced shell block holding `marker`, as lines: the README's
+    (the quick start) or, for the details moved there, docs/docker.md's."""
+    for name in DOCS:
+        with open(os.path.join(REPO, name), encoding="utf-8") as handle:
+            text = handle.read()
+        for block in re.findall(r"```(?:bash|sh)\n(.*?)```", text, flags=re.S):
+            if marker in block:
+                return block.strip().splitlines()
+    raise AssertionError(f"no shell block of {DOCS} holds {marker!r}")
 
 
 def copy_clone(target):

@@ -96,8 +96,8 @@ def test_notebooks_match_their_sources():
 def _execution_skip_reason():
     if RUNTIME != "keras3":
         return (
-            "notebook execution is checked in the keras3 runtime only, as issue 8 "
-            f"specifies (this run is {RUNTIME}; the TF 2.9 root has no Jupyter kernel)"
+            "notebook execution is checked in the keras3 runtime only "
+            f"(this run is {RUNTIME}; the TF 2.9 root has no Jupyter kernel)"
         )
     try:
         import ipykernel  # noqa: F401

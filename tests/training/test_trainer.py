@@ -394,7 +394,7 @@ def test_checkpoint_comes_before_evaluation_at_each_epoch_end(finished_run):
     assert saved < out.index("epoch 1/2 val_loss") < out.index("step 7/12")
 
 
-# ----------------------------------------------- issue 16: damaged checkpoints
+# ------------------------------------------------------ damaged checkpoints
 
 
 def checkpoint_dir(tmp_path, name="run"):
@@ -462,7 +462,7 @@ def test_when_no_checkpoint_restores_the_run_is_refused_and_nothing_moves(tmp_pa
     assert sorted(os.listdir(directory)) == before
 
 
-# ----------------------------------------------------- issue 16: lock, identity
+# ------------------------------------------------------------ lock, identity
 
 
 def test_a_second_run_on_a_locked_directory_is_refused_naming_the_holder(tmp_path):

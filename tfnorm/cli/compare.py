@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import sys
 
 DEFAULT_OUTPUT_DIR = os.path.join("runs", "compare")
 
@@ -90,5 +92,22 @@ def run(args):
         print(f.read())
     print(f"table:       {paths['markdown']} (also {paths['csv']}, {paths['json']})")
     print(f"plot:        {paths['plot']}")
-    print(f"tensorboard: tensorboard --logdir {paths['tensorboard']}")
+    print(f"tensorboard: {tensorboard_command()} --logdir {paths['tensorboard']}")
     return 0
+
+
+def tensorboard_command():
+    """How to start the TensorBoard of this Python's environment, from here.
+
+    `make demo` runs `.venv/bin/tfnorm` in a shell where the venv is not
+    active, so a bare `tensorboard` would be "command not found" (or
+    another environment's): the line names `.venv/bin/tensorboard` then.
+    """
+    beside = os.path.join(os.path.dirname(sys.executable), "tensorboard")
+    if not os.access(beside, os.X_OK):
+        return "tensorboard"
+    on_path = shutil.which("tensorboard")
+    if on_path and os.path.realpath(on_path) == os.path.realpath(beside):
+        return "tensorboard"
+    relative = os.path.relpath(beside)
+    return relative if not relative.startswith(os.pardir) else beside

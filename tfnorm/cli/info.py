@@ -1,4 +1,4 @@
-"""`tfnorm info`: versions, devices and the strategy tfnorm would choose."""
+"""`tfnorm info`: versions (tfnorm's first), devices and the strategy tfnorm would choose."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import platform
 def add_parser(subparsers):
     parser = subparsers.add_parser(
         "info",
-        help="print Python/TensorFlow/Keras versions, devices and the strategy",
-        description="Print Python, TensorFlow and Keras versions, the active Keras "
+        help="print tfnorm/Python/TensorFlow/Keras versions, devices and the strategy",
+        description="Print tfnorm, Python, TensorFlow and Keras versions, the active Keras "
         "flavour, visible CPUs/GPUs and the distribution strategy tfnorm "
         "would choose.",
     )
@@ -19,10 +19,11 @@ def add_parser(subparsers):
 
 
 def collect():
+    import tfnorm
     from tfnorm import _keras
 
     tf = _keras.tf
-    info = {"python": platform.python_version()}
+    info = {"tfnorm": tfnorm.__version__, "python": platform.python_version()}
     info.update(_keras.describe())
     info["cpus"] = [d.name for d in tf.config.list_physical_devices("CPU")]
     info["gpus"] = [d.name for d in tf.config.list_physical_devices("GPU")]
