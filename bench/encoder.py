@@ -30,7 +30,6 @@ and its spread. Wall clock; the load average is checked first as in
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -218,17 +217,7 @@ def main(argv=None):
             *rows,
         ]
     )
-    print(f"\n{run.header()}\n{method}\n\n{table}")
-    if args.markdown:
-        with open(args.markdown, "w") as handle:
-            handle.write(f"{run.header()}\n{method}\n\n{table}\n")
-    if args.json:
-        with open(args.json, "w") as handle:
-            json.dump(
-                {"run": run.describe(), "method": method, "results": raw},
-                handle,
-                indent=1,
-            )
+    run.report(method, table, args.markdown, args.json, results=raw)
 
 
 if __name__ == "__main__":

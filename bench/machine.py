@@ -155,6 +155,24 @@ class Run:
             info["runtime_minutes"] = round(self.minutes, 1)
         return info
 
+    def report(self, method, tables, markdown=None, json_path=None, **results):
+        """Prints the run's header, `method` and `tables`; writes the same to
+        `markdown` and, with `results` (the raw figures), to `json_path`."""
+        import json
+
+        text = f"{self.header()}\n{method}\n\n{tables}"
+        print(f"\n{text}")
+        if markdown:
+            with open(markdown, "w") as handle:
+                handle.write(f"{text}\n")
+        if json_path:
+            with open(json_path, "w") as handle:
+                json.dump(
+                    {"run": self.describe(), "method": method, **results},
+                    handle,
+                    indent=1,
+                )
+
     def header(self):
         info = self.describe()
         text = (

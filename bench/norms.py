@@ -24,7 +24,6 @@ load before and after, date and the run's duration.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import statistics
@@ -261,17 +260,7 @@ def main(argv=None):
         f"shapes {args.shapes}"
     )
     tables = summarize(cells, args.repeats)
-    print(f"\n{run.header()}\n{method}\n\n{tables}")
-    if args.markdown:
-        with open(args.markdown, "w") as handle:
-            handle.write(f"{run.header()}\n{method}\n\n{tables}\n")
-    if args.json:
-        with open(args.json, "w") as handle:
-            json.dump(
-                {"run": run.describe(), "method": method, "cells": cells},
-                handle,
-                indent=1,
-            )
+    run.report(method, tables, args.markdown, args.json, cells=cells)
 
 
 if __name__ == "__main__":

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import io
-import json
 import os
 import statistics
 import sys
@@ -145,17 +144,7 @@ def main(argv=None):
             f"{statistics.median(ratios):.3f} ({min(ratios):.3f}-{max(ratios):.3f}) |",
         ]
     )
-    print(f"\n{run.header()}\n{method}\n\n{table}")
-    if args.markdown:
-        with open(args.markdown, "w") as handle:
-            handle.write(f"{run.header()}\n{method}\n\n{table}\n")
-    if args.json:
-        with open(args.json, "w") as handle:
-            json.dump(
-                {"run": run.describe(), "method": method, "seconds_per_step": times},
-                handle,
-                indent=1,
-            )
+    run.report(method, table, args.markdown, args.json, seconds_per_step=times)
 
 
 if __name__ == "__main__":

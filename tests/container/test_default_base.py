@@ -214,6 +214,19 @@ def test_ssh_takes_the_key_and_refuses_passwords_and_root(project):
     assert root.returncode == 255 and "Permission denied" in root.stderr
 
 
+def wait_for_summary(run, note=""):
+    """The run's summary.json once a background run on the host has written it."""
+    return wait_for(
+        lambda: (
+            (run / "summary.json").exists()
+            and json.loads((run / "summary.json").read_text())
+        ),
+        600,
+        f"runs/{run.name}/summary.json on the host {note}".rstrip(),
+        interval=2,
+    )
+
+
 def _readme_ssh_session(project):
     """The README's background-training lines, typed into an SSH login."""
     lines = readme_block("nohup tfnorm train")
@@ -226,15 +239,7 @@ def test_readme_background_training_outlives_ssh_and_reaches_tensorboard(project
     session = _readme_ssh_session(project)
     assert session.returncode == 0, session.stderr
     run = pathlib.Path(project.dir, "runs", "sorted")
-    summary = wait_for(
-        lambda: (
-            (run / "summary.json").exists()
-            and json.loads((run / "summary.json").read_text())
-        ),
-        600,
-        "runs/sorted/summary.json on the host (written after the SSH session ended)",
-        interval=2,
-    )
+    summary = wait_for_summary(run, "(written after the SSH session ended)")
     assert summary["status"] == "completed", summary
     assert (run / "train.log").stat().st_size > 0
 
@@ -257,15 +262,7 @@ def test_a_users_model_trains_from_a_command_on_the_ssh_line(project):
     )
     assert started.returncode == 0, started.stderr
     run = pathlib.Path(project.dir, "runs", "own")
-    summary = wait_for(
-        lambda: (
-            (run / "summary.json").exists()
-            and json.loads((run / "summary.json").read_text())
-        ),
-        600,
-        "runs/own/summary.json on the host",
-        interval=2,
-    )
+    summary = wait_for_summary(run)
     assert summary["status"] == "completed" and summary["final_step"] == 10, summary
     assert list((run / "norms").glob("events.out.*"))
 

@@ -1,9 +1,10 @@
 """A user's module for `tfnorm train --model-fn/--data-fn`, written as users do.
 
-A keras.io-style subclassed Transformer block (Keras's own LayerNormalization
-held as attributes), a subclassed model around it, and data functions of
-every form `data_fn` may return, plus the broken ones the bad-input tests
-feed. Tiny sizes: the tests train a few steps.
+The keras.io-style subclassed Transformer block of tests/models/user_models.py
+(Keras's own LayerNormalization held as attributes), a subclassed model
+around it, and data functions of every form `data_fn` may return, plus the
+broken ones the bad-input tests feed. Tiny sizes: the tests train a few
+steps.
 """
 
 import os
@@ -11,29 +12,13 @@ import os
 import numpy as np
 import tensorflow as tf
 
+# The keras.io block, as the conversion tests use it too.
+from tests.models.user_models import TransformerBlock
+
 keras = tf.keras
 layers = keras.layers
 
 VOCAB, LENGTH, WIDTH = 50, 8, 16
-
-
-class TransformerBlock(layers.Layer):
-    def __init__(self, embed_dim, num_heads, ff_dim, rate=0.1):
-        super().__init__()
-        self.att = layers.MultiHeadAttention(num_heads=num_heads, key_dim=embed_dim)
-        self.ffn = keras.Sequential(
-            [layers.Dense(ff_dim, activation="relu"), layers.Dense(embed_dim)]
-        )
-        self.layernorm1 = layers.LayerNormalization(epsilon=1e-6)
-        self.layernorm2 = layers.LayerNormalization(epsilon=1e-6)
-        self.dropout1 = layers.Dropout(rate)
-        self.dropout2 = layers.Dropout(rate)
-
-    def call(self, inputs, training=None):
-        attn_output = self.dropout1(self.att(inputs, inputs), training=training)
-        out1 = self.layernorm1(inputs + attn_output)
-        ffn_output = self.dropout2(self.ffn(out1), training=training)
-        return self.layernorm2(out1 + ffn_output)
 
 
 class Classifier(keras.Model):
