@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from tests.training import user_module
+from tfnorm import _keras
 from tfnorm._keras import tf
 from tfnorm.training.config import ConfigError
 from tfnorm.training.data import DataError
@@ -229,3 +230,37 @@ def test_mixed_precision_builds_the_users_model_under_the_policy(tmp_path):
     assert "policy mixed_float16" in out
     assert summary["status"] == "completed"
     assert np.isfinite(summary["metrics"]["loss"])
+
+
+def test_nan_guard_names_the_norm_nested_in_the_users_block(tmp_path):
+    summary, out = run(tmp_path, "run", user_module.float_model, user_module.nan_data)
+    assert summary["status"] == "nan" and summary["final_step"] == 0
+    assert "The first norm layer hit is normed_block/layer_normalization" in out, out
+    assert not glob.glob(str(tmp_path / "run" / "checkpoints" / "ckpt-*"))
+
+
+@pytest.mark.skipif(
+    _keras.NATIVE_FORMAT != "keras",
+    reason="Keras 2.9 exports a SavedModel, which needs no get_config",
+)
+def test_a_model_that_cannot_be_saved_whole_exports_its_weights(tmp_path):
+    summary, out = run(
+        tmp_path, "run", user_module.unsaveable_model, user_module.array_data,
+        export=True,
+    )  # fmt: skip
+    assert summary["status"] == "completed"
+    assert summary["model_path"].endswith("model.weights.h5"), summary["model_path"]
+    assert "cannot be saved whole (NotImplementedError" in out
+    # Rebuilt with model_fn, the weights load: outputs differ from a fresh
+    # model's (another initialisation) and equal the final checkpoint's.
+    x = user_module.arrays(4)[0]
+    fresh, rebuilt = user_module.unsaveable_model(), user_module.unsaveable_model()
+    rebuilt(x)
+    rebuilt.load_weights(summary["model_path"])
+    from_checkpoint = user_module.unsaveable_model()
+    from_checkpoint(x)
+    tf.train.Checkpoint(model=from_checkpoint).read(
+        summary["checkpoint"]
+    ).expect_partial()
+    np.testing.assert_allclose(rebuilt(x), from_checkpoint(x), atol=1e-6)
+    assert not np.allclose(rebuilt(x), fresh(x), atol=1e-3)

@@ -119,3 +119,47 @@ NOT_A_FUNCTION = 42
 
 if os.environ.get("USER_MODULE_IMPORT_FAILS"):
     raise ImportError("a missing dependency of the user's module")
+
+
+class NormedBlock(layers.Layer):
+    """A user's block holding its norm as an attribute."""
+
+    def __init__(self):
+        super().__init__()
+        self.dense = layers.Dense(8)
+        self.norm = layers.LayerNormalization()
+
+    def call(self, x):
+        return self.norm(self.dense(x))
+
+
+def float_model():
+    inputs = keras.Input((4,))
+    outputs = layers.Dense(2)(NormedBlock()(layers.Dense(8)(inputs)))
+    model = keras.Model(inputs, outputs)
+    model.compile(
+        optimizer="adam",
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+    )
+    return model
+
+
+def nan_data():
+    """Features with a NaN: the loss is NaN at once, the nested norm sees it."""
+    x = np.ones((32, 4), "float32")
+    x[0, 0] = np.nan
+    return x, np.zeros(32, "int32")
+
+
+class UnsaveableClassifier(Classifier):
+    def get_config(self):
+        raise NotImplementedError("this model has no config")
+
+
+def unsaveable_model():
+    model = UnsaveableClassifier()
+    model.compile(
+        optimizer="adam",
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+    )
+    return model
