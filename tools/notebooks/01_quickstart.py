@@ -330,6 +330,29 @@ np.testing.assert_allclose(
 print("rebuilt subclassed model gives the same logits")
 
 # %% [markdown]
+# ## Your own model, trained in the background over SSH
+#
+# A notebook is the wrong place for a run of hours: put the model and its data
+# in a module with two functions, `build_model()` (a Keras model, compiled or
+# not) and `load_data()` (arrays or `tf.data` datasets, or a `(train,
+# validation)` pair), and start `tfnorm train` from an SSH session; it survives
+# the session, checkpoints as it goes, resumes exactly when rerun after a crash,
+# and writes histograms of every norm of your model to TensorBoard. The image
+# has three such modules to copy in `/workspace/examples`:
+#
+# ```sh
+# ssh -p 2222 tfnorm@127.0.0.1 'nohup tfnorm train \
+#     --model-fn examples/keras_transformer_classifier.py:build_model \
+#     --data-fn examples/keras_transformer_classifier.py:load_data \
+#     --epochs 3 --logdir runs/mine --log-file runs/mine.log > /dev/null 2>&1 &'
+# ```
+#
+# A command on the `ssh` line starts in `/workspace`, so `runs/mine` is the
+# host's `runs/mine` and TensorBoard shows it at once; `tail -f runs/mine.log`
+# follows it. From a notebook, `tfnorm.training.train(config, model_fn=...,
+# data_fn=...)` runs the same thing in the kernel.
+
+# %% [markdown]
 # ## Next
 #
 # * `02_pre_vs_post_ln.ipynb`: where to put the norm in a Transformer block, and why
