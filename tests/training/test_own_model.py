@@ -15,6 +15,7 @@ import os
 import numpy as np
 import pytest
 
+from tests.conftest import REPO, run_python
 from tests.training import user_module
 from tfnorm import _keras
 from tfnorm._keras import tf
@@ -210,12 +211,41 @@ def test_broken_user_code_fails_before_anything_is_created(
     assert not (tmp_path / "run").exists()
 
 
+MIRRORED_RUN = """
+import io, json
+import tensorflow as tf
+
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(
+    cpu, [tf.config.LogicalDeviceConfiguration()] * 2
+)
+from tests.training import user_module
+from tfnorm.training.trainer import train
+
+out = io.StringIO()
+summary = train(
+    {settings},
+    handle_signals=False,
+    stdout=out,
+    model_fn=user_module.compiled_model,
+    data_fn=user_module.{data_fn},
+)
+print(json.dumps({{"summary": summary, "out": out.getvalue()}}, default=str))
+"""
+
+
 @pytest.mark.parametrize("data_fn", ["array_data", "dataset_data"])
 def test_mirrored_over_two_cpus_trains_the_users_model(tmp_path, data_fn):
-    summary, out = run(
-        tmp_path, "run", user_module.compiled_model, getattr(user_module, data_fn),
-        strategy="mirrored", devices=["/cpu:0", "/cpu:1"], epochs=2,
+    # In a process of its own: TensorFlow keys collective all-reduce instances
+    # per process, and another test's MirroredStrategy over the same devices
+    # with other shapes would clash with this one's ("Shape mismatch").
+    settings = dict(
+        SETTINGS, logdir=str(tmp_path / "run"), strategy="mirrored",
+        devices=["/cpu:0", "/cpu:1"], epochs=2,
     )  # fmt: skip
+    code = MIRRORED_RUN.format(settings=repr(settings), data_fn=data_fn)
+    result = json.loads(run_python(code, cwd=REPO, timeout=600).splitlines()[-1])
+    summary, out = result["summary"], result["out"]
     assert "2 replica(s)" in out
     assert summary["status"] == "completed" and summary["final_step"] == 10
     assert np.isfinite(summary["metrics"]["val_loss"])
