@@ -155,6 +155,8 @@ DATA_CASES = [
     ("names and --num-classes", data_file("t.csv", "text,label\na,pos\nb,neg\n", "--num-classes", "3"), r"t\.csv: the labels are 2 names \(neg, pos\)"),
     ("val split 1", data_file("t.csv", "text,label\na,pos\n", "--val-split", "1"), r"--val-split \(config key val_split\): `val_split` must be"),
     ("val split and val data", _split_and_val, r"--val-split \(config key val_split\): .*when no val_data"),
+    ("unclosed quote", data_file("t.csv", 'text,label\na,0\n"b,1\nc,0\nd,1\n'), r"t\.csv, line 3: a quoted field opened on this line is never closed"),
+    ("label 1_0", data_file("t.csv", "text,label\na,0\nb,1_0\n"), r"t\.csv, line 3: the label is digits with underscores"),
 ]  # fmt: skip
 
 
