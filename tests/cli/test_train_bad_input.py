@@ -110,7 +110,21 @@ CONFIG_CASES = [
     ("yaml nul byte", yaml_config('logdir: "a\\0b"\n'), r"--logdir .*logdir='a\\x00b'"),
     ("yaml unknown key", yaml_config("learnig_rate: 0.1\n"), r"Unknown training setting"),
     ("yaml a list", lambda tmp_path: ["--config", str(write(tmp_path, "- a\n"))], r"must hold a mapping"),
+    ("yaml octal", yaml_config("batch_size: 010\n"), r"--batch-size .*run\.yaml, line 3: YAML 1\.1 reads 010 as octal, 8, while the flag reads 10"),
+    ("yaml octal in a list", yaml_config("devices: [/cpu:0, 07]\n"), r"--devices .*line 3: YAML 1\.1 reads 07 as octal"),
+    ("yaml base 60", yaml_config("seed: 1:30\n"), r"--seed .*line 3: YAML 1\.1 reads 1:30 as the base-60 number 90"),
+    ("yaml nested 10000 deep", yaml_config("seed: " + "[" * 10000 + "]" * 10000 + "\n"), r"run\.yaml: nested too deeply"),
+    ("json nested 10000 deep", lambda t: ["--config", str(write(t, '{"seed": ' + "[" * 10000 + "]" * 10000 + "}", "run.json"))], r"run\.json: nested too deeply"),
+    ("config is a directory", lambda t: ["--task", "sorted", "--config", str(t)], r"The config file is a directory"),
+    ("config is a fifo", lambda t: ["--task", "sorted", "--config", fifo(t, "run.yaml")], r"The config file is not a regular file"),
 ]  # fmt: skip
+
+
+def fifo(tmp_path, name):
+    path = tmp_path / name
+    if not path.exists():
+        os.mkfifo(path)
+    return str(path)
 
 
 def write(tmp_path, text, name="run.yaml"):
