@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tfnorm.training import settings
-from tfnorm.training.settings import ConfigError, Setting
+from tfnorm.training.settings import ConfigError, Setting, device_list
 
 
 @pytest.mark.parametrize("given", [5, "5", " 5 ", "+5"])
@@ -69,3 +69,26 @@ def test_name_lists_from_text_or_lists():
     for bad in ("", [], [1], {"a": 1}):
         with pytest.raises(ValueError, match="devices="):
             settings.name_list("devices", bad)
+
+
+@pytest.mark.parametrize(
+    "value", ["/cpu:0\n/cpu:1", ["/gpu:0 /gpu:1"], "cpu", ["/gpu:0\nListenAddress"]]
+)
+def test_device_names_follow_tensorflows_grammar(value):
+    with pytest.raises(
+        ValueError, match=r"`devices` must list device names .* is not one"
+    ):
+        device_list("devices", value)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "/gpu:0,/gpu:1",
+        "GPU:0",
+        "/device:CPU:0",
+        "/job:worker/replica:0/task:1/device:GPU:0",
+    ],
+)
+def test_tensorflow_device_names_are_accepted(value):
+    assert device_list("devices", value) == value.split(",")

@@ -34,9 +34,9 @@ from tfnorm.training.settings import (
     boolean,
     choice,
     creatable,
+    device_list,
     existing_file,
     integer,
-    name_list,
     number,
     setting,
     setting_of,
@@ -255,7 +255,7 @@ class TrainConfig:
     )  # fmt: skip
     devices: list | None = setting(
         None, RUNTIME, "comma-separated devices for --strategy "
-        "mirrored/one_device (e.g. /gpu:0,/gpu:1)", name_list,
+        "mirrored/one_device (e.g. /gpu:0,/gpu:1)", device_list,
         optional=True, metavar="LIST", default_text="all visible",
     )  # fmt: skip
     mixed_precision: str = setting(

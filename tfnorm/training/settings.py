@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 
 from tfnorm._checks import check_choice, check_int, check_number, is_real
 
@@ -151,6 +152,29 @@ def name_list(key, value):
             f"['/gpu:0', '/gpu:1']. Received: {key}={value!r}"
         )
     return list(value)
+
+
+# A TensorFlow device name as `tf.DeviceSpec` spells it: `/gpu:0`, `GPU:1`,
+# `/device:CPU:0`, `/job:worker/replica:0/task:1/device:GPU:0`. Anything else
+# (a newline, a space, a second name glued on) would reach TensorFlow, which
+# hangs or fails far from the flag.
+_DEVICE = re.compile(
+    r"(/job:[A-Za-z0-9_-]+)?(/replica:[0-9]+)?(/task:[0-9]+)?"
+    r"/?(device:)?[A-Za-z_]+:[0-9]+"
+)
+
+
+def device_list(key, value):
+    """A `name_list` of TensorFlow device names (`/gpu:0`, `/cpu:1`, ...)."""
+    names = name_list(key, value)
+    for name in names:
+        if not _DEVICE.fullmatch(name):
+            raise ValueError(
+                f"`{key}` must list device names such as /gpu:0 or /cpu:1, "
+                f"separated by commas; {name!r} is not one. Received: "
+                f"{key}={value!r}"
+            )
+    return names
 
 
 def existing_file(key, value):
