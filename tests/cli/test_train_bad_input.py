@@ -449,3 +449,43 @@ def test_a_damaged_vocabulary_beside_a_checkpoint_is_one_line_exit_2(tmp_path, c
         status, error, r"--checkpoint-dir .*checkpoints/vocabulary\.json cannot be read"
     )
     assert vocabulary.read_text() == '["the", "cat"'
+
+
+@pytest.mark.parametrize("release", ["no run_identity", "run_config []"])
+def test_checkpoints_of_the_previous_release_do_not_resume_on_changed_data(
+    tmp_path, capsys, release
+):
+    # The previous release wrote no data hash: a changed file resumed with
+    # every word an unknown token.
+    data = write(tmp_path, TEXTS, "train.csv")
+    argv = [*TINY, "--data", str(data), "--logdir", str(tmp_path / "run")]
+    assert main(["train", *argv, "--histogram-every", "0"]) == 0
+    capsys.readouterr()
+    run_config = tmp_path / "run" / "checkpoints" / "run_config.json"
+    saved = json.loads(run_config.read_text())
+    del saved["run_identity"]
+    run_config.write_text(json.dumps(saved) if release == "no run_identity" else "[]")
+    data.write_text("text,label\nquite other words,0\nnothing alike,1\n")
+    status, error = run_train(tmp_path, capsys, lambda _: argv)
+    expected = {
+        "no run_identity": r"--data .*record no SHA-256 of their training file .*"
+        r"another --checkpoint-dir",
+        "run_config []": r"--checkpoint-dir .*run_config\.json holds a JSON list",
+    }[release]
+    assert_one_line_error(status, error, expected)
+
+
+def test_a_data_path_spelled_otherwise_resumes_the_same_run(
+    tmp_path, capsys, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    write(tmp_path, TEXTS, "train.csv")
+    argv = [*TINY, "--logdir", "run", "--histogram-every", "0"]
+    assert main(["train", *argv, "--data", "./train.csv", "--epochs", "1"]) == 0
+    capsys.readouterr()
+    argv += ["--data", "train.csv", "--epochs", "2", "--vocab-size", "20000"]
+    argv += ["--epsilon", "1e-6", "--norm", "layernorm"]
+    assert main(["train", *argv]) == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    assert "resumed from step 1" in out
+    assert "resuming with changed settings: epsilon None -> 1e-06, epochs 1 -> 2" in out

@@ -49,8 +49,8 @@ class ClassifierWorkload:
         config = self.config
         if config.data:
             self.data_sha256 = run_files.file_sha256(config.data)
-        if saved is not None and has_checkpoint:
-            run_files.check_same_run(config, saved, self.data_sha256)
+        if has_checkpoint:
+            run_files.check_same_run(config, saved, self.data_sha256, self.log)
         if config.task:
             self.train_set, self.val_set = data_lib.make_synthetic(
                 config.task,
