@@ -194,6 +194,41 @@ def test_a_checkpoint_dir_equal_to_the_logdir_takes_one_lock_and_runs(tmp_path, 
     assert (logdir / "tfnorm.lock").read_text() == ""
 
 
+def test_checkpoints_of_another_model_are_refused_not_called_damaged(tmp_path, capsys):
+    # Without run_config.json (lost, or copied in by hand) the settings cannot
+    # be compared; the restore finds other shapes, which is not damage.
+    logdir = tmp_path / "run"
+    argv = ["train", *TINY, "--logdir", str(logdir), "--steps-per-epoch", "2"]
+    assert main(argv) == 0, capsys.readouterr()
+    capsys.readouterr()
+    (logdir / "checkpoints" / "run_config.json").unlink()
+    before = sorted(os.listdir(logdir / "checkpoints"))
+    assert main([*argv, "--d-model", "32"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1, err
+    assert re.search(
+        r"--checkpoint-dir .*ckpt-2 belongs to another model or other settings", err
+    ), err
+    assert sorted(os.listdir(logdir / "checkpoints")) == before
+    assert not (logdir / "checkpoints" / "damaged").exists()
+
+
+def test_a_file_named_damaged_in_the_checkpoint_dir_is_left_alone(tmp_path, capsys):
+    logdir = tmp_path / "run"
+    argv = ["train", *TINY, "--logdir", str(logdir), "--steps-per-epoch", "2"]
+    assert main([*argv, "--checkpoint-every", "1"]) == 0, capsys.readouterr()
+    directory = logdir / "checkpoints"
+    (directory / "damaged").write_text("my notes\n")
+    data = checkpoints.files_of(str(directory / "ckpt-2"))[-1]
+    with open(data, "r+b") as handle:
+        handle.truncate(3)
+    assert main([*argv, "--epochs", "2"]) == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    assert "skipped damaged checkpoint" in out and "damaged.1" in out
+    assert (directory / "damaged").read_text() == "my notes\n"
+    assert "ckpt-2.index" in os.listdir(directory / "damaged.1")
+
+
 # ----------------------------------------------------------------- kill -9
 
 KILL_FLAGS = ("--epochs", "1", "--steps-per-epoch", "24", "--checkpoint-every", "1")
