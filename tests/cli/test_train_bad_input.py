@@ -72,6 +72,8 @@ CONFIG_CASES = [
     ("checkpoint dir is a file", file_at("ckpt"), r"--checkpoint-dir .*is a file"),
     ("log file is a dir", directory_as("--log-file"), r"--log-file .*is a directory"),
     ("data is a dir", directory_as("--data"), r"--data .*it is a directory"),
+    ("data is a fifo", lambda t: ["--logdir", str(t / "run"), "--data", fifo(t, "t.csv")], r"--data .*it is not a regular file"),
+    ("val data is a fifo", lambda t: ["--task", "sorted", "--logdir", str(t / "run"), "--val-data", fifo(t, "v.csv")], r"--val-data .*it is not a regular file"),
     ("seed too big", flags("--seed", "4294967296"), r"--seed .*4294967295\]"),
     ("seed negative", flags("--seed", "-1"), r"--seed .*seed=-1"),
     ("max_len 1", flags("--max-len", "1"), r"--max-len .*\[2, .*max_len=1"),
@@ -489,3 +491,31 @@ def test_a_data_path_spelled_otherwise_resumes_the_same_run(
     out = capsys.readouterr().out
     assert "resumed from step 1" in out
     assert "resuming with changed settings: epsilon None -> 1e-06, epochs 1 -> 2" in out
+
+
+@pytest.mark.parametrize("which", ["data", "vocabulary"])
+def test_an_unreadable_file_is_one_line_exit_2(tmp_path, capsys, monkeypatch, which):
+    # chmod 000 does not stop root: a refused open stands in for it.
+    data = write(tmp_path, TEXTS, "train.csv")
+    argv = [*TINY, "--data", str(data), "--logdir", str(tmp_path / "run")]
+    if which == "vocabulary":
+        assert main(["train", *argv, "--histogram-every", "0"]) == 0
+        capsys.readouterr()
+    refused = {
+        "data": str(data),
+        "vocabulary": str(tmp_path / "run" / "checkpoints" / "vocabulary.json"),
+    }[which]
+    real_open = open
+
+    def refusing(file, *args, **kwargs):
+        if str(file) == refused:
+            raise PermissionError(13, "Permission denied", refused)
+        return real_open(file, *args, **kwargs)
+
+    monkeypatch.setattr("builtins.open", refusing)
+    status, error = run_train(tmp_path, capsys, lambda _: argv)
+    expected = {
+        "data": r"--data .*`data` cannot be read: Permission denied",
+        "vocabulary": r"--checkpoint-dir .*vocabulary\.json cannot be read",
+    }[which]
+    assert_one_line_error(status, error, expected)

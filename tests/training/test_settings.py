@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from tfnorm.training import settings
@@ -92,3 +94,32 @@ def test_device_names_follow_tensorflows_grammar(value):
 )
 def test_tensorflow_device_names_are_accepted(value):
     assert device_list("devices", value) == value.split(",")
+
+
+def _refusing_open(monkeypatch, refused):
+    real_open = open
+
+    def refusing(file, *args, **kwargs):
+        if str(file) == str(refused):
+            raise PermissionError(13, "Permission denied", str(file))
+        return real_open(file, *args, **kwargs)
+
+    monkeypatch.setattr("builtins.open", refusing)
+
+
+def test_an_unreadable_data_file_is_refused_naming_the_key(tmp_path, monkeypatch):
+    # chmod 000 does not stop root; a refused open stands in for it.
+    path = tmp_path / "train.csv"
+    path.write_text("text,label\na,0\n")
+    _refusing_open(monkeypatch, path)
+    with pytest.raises(ValueError, match=r"`data` cannot be read: Permission denied"):
+        settings.existing_file("data", str(path))
+
+
+def test_a_fifo_as_data_file_is_refused_without_opening_it(tmp_path):
+    path = tmp_path / "train.csv"
+    os.mkfifo(path)
+    with pytest.raises(
+        ValueError, match=r"`data` must name a file \(it is not a regular file"
+    ):
+        settings.existing_file("data", str(path))

@@ -181,9 +181,20 @@ def existing_file(key, value):
     path = _path(key, value)
     if not os.path.isfile(path):
         reason = "it is a directory" if os.path.isdir(path) else "no such file"
+        if os.path.exists(path) and not os.path.isdir(path):
+            # Never opened: reading a FIFO would wait for a writer forever.
+            reason = "it is not a regular file (a FIFO or a device)"
         raise ValueError(
             f"`{key}` must name a file ({reason}). Received: {key}={value!r}"
         )
+    try:
+        with open(path, "rb"):
+            pass
+    except OSError as error:
+        raise ValueError(
+            f"`{key}` cannot be read: {error.strerror or error}. "
+            f"Received: {key}={value!r}"
+        ) from None
     return path
 
 

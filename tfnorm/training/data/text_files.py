@@ -98,8 +98,13 @@ def _read_numbered(path):
 
 def _read_utf8(path):
     """The file's text; a UTF-8 byte-order mark (as Excel writes) is dropped."""
-    with open(path, "rb") as handle:
-        raw = handle.read()
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read()
+    except OSError as error:
+        raise DataError(
+            f"{path}: cannot be read ({error.strerror or error})."
+        ) from None
     try:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as error:
