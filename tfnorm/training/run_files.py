@@ -44,7 +44,8 @@ from tfnorm.training.files import atomic_write_text, open_in_place, refuse_links
 EXIT_STATUS = {
     "completed": 0,
     "nan": 3,  # stopped on a non-finite loss/weights; last good checkpoint kept
-    "failed": 74,  # an output could not be written (disk full); EX_IOERR
+    # an output could not be written (disk full), or memory ran out mid-run
+    "failed": 74,  # EX_IOERR
     "interrupted": 130,  # SIGINT, as a shell reports 128 + 2
     "terminated": 143,  # SIGTERM, as a shell reports 128 + 15
     "hangup": 129,  # SIGHUP (terminal closed, no nohup), as a shell reports 128 + 1
