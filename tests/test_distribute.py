@@ -388,3 +388,29 @@ def test_multi_worker_mirrored_two_processes_train_and_chief_writes_checkpoint(
     written = sorted(p.name for p in checkpoint_dir.iterdir())
     assert "ckpt.index" in written, written
     assert any(name.startswith("ckpt.data-") for name in written), written
+
+
+@pytest.mark.parametrize(
+    "devices, message",
+    [
+        (["/cpu:0", "/cpu:9"], r"no device /cpu:9 \(it has /cpu:0, /cpu:1\)"),
+        (["/gpu:7"], r"no device /gpu:7"),
+        ("/gpu:7", r"no device /gpu:7"),
+        (["nonsense"], r"'nonsense' is not a device name"),
+    ],
+)
+def test_devices_that_do_not_exist_are_refused_before_a_strategy(devices, message):
+    # A MirroredStrategy over /cpu:9 waits forever in its first step; a
+    # OneDeviceStrategy on a missing GPU quietly runs on the CPU.
+    with pytest.raises(distribute.DeviceError, match=message):
+        distribute.check_devices(devices)
+    kind = (
+        "mirrored" if isinstance(devices, list) and len(devices) > 1 else "one_device"
+    )
+    with pytest.raises(distribute.DeviceError, match=message):
+        distribute.get_strategy(kind, devices=devices)
+
+
+def test_existing_and_remote_devices_pass():
+    distribute.check_devices(["/cpu:0", "CPU:1", "/device:CPU:0"])
+    distribute.check_devices(["/job:worker/replica:0/task:1/device:GPU:3"])

@@ -184,6 +184,8 @@ def get_strategy(kind="auto", devices=None):
             defaults to all GPUs / the first GPU (or the CPU without GPUs).
     """
     resolved, _ = choose(kind)
+    if devices is not None:
+        check_devices(devices)
     if resolved == "multi_worker":
         return tf.distribute.MultiWorkerMirroredStrategy()
     if resolved == "mirrored":
@@ -199,6 +201,45 @@ def get_strategy(kind="auto", devices=None):
             devices = devices[0]
         return tf.distribute.OneDeviceStrategy(devices)
     return tf.distribute.get_strategy()
+
+
+class DeviceError(ValueError):
+    """A device named for a strategy does not exist or is not a device name."""
+
+
+def check_devices(devices):
+    """Raises `DeviceError` unless every local device in `devices` exists.
+
+    TensorFlow does not check: a MirroredStrategy over `/cpu:9` waits forever
+    in its first step, and a OneDeviceStrategy on `/gpu:7` of a CPU-only
+    machine places the ops on the CPU. Names of a remote job (`/job:...`)
+    are left to the cluster.
+    """
+    names = [devices] if isinstance(devices, str) else list(devices)
+    local = {}
+    for device in tf.config.list_logical_devices():
+        spec = tf.DeviceSpec.from_string(device.name)
+        local[(spec.device_type.upper(), spec.device_index)] = device.name
+    for name in names:
+        try:
+            spec = tf.DeviceSpec.from_string(name)
+        except (ValueError, TypeError):
+            spec = None
+        if spec is None or spec.device_type is None:
+            raise DeviceError(
+                f"{name!r} is not a device name such as /gpu:0 or /cpu:1. "
+                f"Received: devices={devices!r}"
+            )
+        if spec.job not in (None, "localhost"):
+            continue
+        if (spec.device_type.upper(), spec.device_index or 0) not in local:
+            have = ", ".join(
+                f"/{kind.lower()}:{index}" for kind, index in sorted(local)
+            )
+            raise DeviceError(
+                f"this machine has no device {name} (it has {have}). "
+                f"Received: devices={devices!r}"
+            )
 
 
 def describe_choice(kind="auto") -> str:

@@ -280,3 +280,8 @@ def test_a_layer_missing_from_the_model_fails_when_fit_starts(tmp_path):
     with pytest.raises(ValueError, match="`layers` names a layer.*'nope'"):
         model.fit(x, y, batch_size=4, callbacks=[callback], verbose=0)
     assert model.optimizer.iterations.numpy() == 0
+
+
+def test_an_empty_probe_batch_is_refused_when_the_callback_is_made(tmp_path):
+    with pytest.raises(ValueError, match=r"`data` holds an empty batch"):
+        NormHistogramCallback(tmp_path, np.zeros((0, 8, 16), "float32"))

@@ -113,3 +113,23 @@ def test_data_the_model_cannot_take_names_the_argument_and_shapes():
         ValueError, match=r"`data` cannot be fed to model 'seq'.*data=float32\[2, 11\]"
     ):
         check_probe_data(model, lambda: probe.run(batches), batches)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        np.zeros((0, 8), "float32"),
+        (np.zeros((0, 8), "float32"), np.zeros((0,), "int32")),
+        tf.data.Dataset.from_tensor_slices(np.zeros((4, 8), "float32"))
+        .batch(2)
+        .take(0)
+        .concatenate(tf.data.Dataset.from_tensors(np.zeros((0, 8), "float32"))),
+    ],
+    ids=["array", "tuple", "dataset"],
+)
+def test_an_empty_probe_batch_is_refused_naming_the_argument(data):
+    # It ran, and recorded statistics of nothing (NaN) at every step.
+    with pytest.raises(
+        ValueError, match=r"`data` holds an empty batch \(0 examples\).*float32\[0, 8\]"
+    ):
+        as_batches(data)

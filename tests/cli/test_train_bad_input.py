@@ -72,6 +72,8 @@ CONFIG_CASES = [
     ("checkpoint dir is a file", file_at("ckpt"), r"--checkpoint-dir .*is a file"),
     ("log file is a dir", directory_as("--log-file"), r"--log-file .*is a directory"),
     ("data is a dir", directory_as("--data"), r"--data .*it is a directory"),
+    ("data is a fifo", lambda t: ["--logdir", str(t / "run"), "--data", fifo(t, "t.csv")], r"--data .*it is not a regular file"),
+    ("val data is a fifo", lambda t: ["--task", "sorted", "--logdir", str(t / "run"), "--val-data", fifo(t, "v.csv")], r"--val-data .*it is not a regular file"),
     ("seed too big", flags("--seed", "4294967296"), r"--seed .*4294967295\]"),
     ("seed negative", flags("--seed", "-1"), r"--seed .*seed=-1"),
     ("max_len 1", flags("--max-len", "1"), r"--max-len .*\[2, .*max_len=1"),
@@ -89,6 +91,11 @@ CONFIG_CASES = [
     ("unknown norm", flags("--norm", "batch"), r"--norm .*Unknown norm 'batch'"),
     ("epsilon underflows", flags("--epsilon", "1e-46"), r"--epsilon .*epsilon"),
     ("devices empty", flags("--devices", ","), r"--devices .*devices=\[\]"),
+    ("devices cpu:9 mirrored", flags("--strategy", "mirrored", "--devices", "/cpu:0,/cpu:9"), r"--devices .*no device /cpu:9 \(it has /cpu:0, /cpu:1\)"),
+    ("devices gpu:7", flags("--devices", "/gpu:7"), r"--devices .*no device /gpu:7"),
+    ("devices one_device gpu:7", flags("--strategy", "one_device", "--devices", "/gpu:7"), r"--devices .*no device /gpu:7"),
+    ("devices newline", flags("--devices", "/cpu:0\n/cpu:1"), r"--devices .*'/cpu:0\\n/cpu:1' is not one"),
+    ("yaml devices newline", yaml_config('devices: ["/cpu:0\\nListen"]\n'), r"--devices .*is not one"),
     ("bad utf-8 config", bad_utf8_config, r"run\.yaml, line 2: not UTF-8"),
     ("yaml logdir 5", yaml_config("logdir: 5\n"), r"--logdir .*logdir=5"),
     ("yaml logdir list", yaml_config("logdir: [a, b]\n"), r"logdir=\['a', 'b'\]"),
@@ -101,6 +108,10 @@ CONFIG_CASES = [
     ("yaml huge batch", yaml_config("batch_size: 1e12\n"), r"batch_size='1e12'"),
     ("yaml task list", yaml_config("task: [sorted]\n"), r"task=\['sorted'\]"),
     ("yaml norm number", yaml_config("norm: 5\n"), r"--norm .*norm=5"),
+    ("yaml norm axis 0", yaml_config("norm: {class_name: tfnorm>LayerNormalization, config: {axis: 0}}\n"), r"--norm .*axis 0 .*Received: norm\.config\.axis=0$"),
+    ("yaml norm axis 5", yaml_config("norm: {class_name: tfnorm>RMSNorm, config: {axis: 5}}\n"), r"--norm .*`axis` 5 is out of range.*Received: norm\.config\.axis=5$"),
+    ("yaml norm dtype float16", yaml_config("norm: {class_name: tfnorm>LayerNormalization, config: {dtype: float16}}\n"), r"--norm .*Received: norm\.config\.dtype='float16'$"),
+    ("yaml norm center string", yaml_config("norm: {class_name: tfnorm>LayerNormalization, config: {center: 'false'}}\n"), r"--norm .*center='false'"),
     ("yaml norm dict", yaml_config("norm: {class_name: Dropout, config: {rate: 0.1}}\n"), r"--norm .*Dropout"),
     ("yaml precision list", yaml_config("mixed_precision: [a]\n"), r"mixed_precision=\['a'\]"),
     ("yaml export", yaml_config("export: maybe\n"), r"--no-export \(config key export\): .*export='maybe'"),
@@ -110,7 +121,21 @@ CONFIG_CASES = [
     ("yaml nul byte", yaml_config('logdir: "a\\0b"\n'), r"--logdir .*logdir='a\\x00b'"),
     ("yaml unknown key", yaml_config("learnig_rate: 0.1\n"), r"Unknown training setting"),
     ("yaml a list", lambda tmp_path: ["--config", str(write(tmp_path, "- a\n"))], r"must hold a mapping"),
+    ("yaml octal", yaml_config("batch_size: 010\n"), r"--batch-size .*run\.yaml, line 3: YAML 1\.1 reads 010 as octal, 8, while the flag reads 10"),
+    ("yaml octal in a list", yaml_config("devices: [/cpu:0, 07]\n"), r"--devices .*line 3: YAML 1\.1 reads 07 as octal"),
+    ("yaml base 60", yaml_config("seed: 1:30\n"), r"--seed .*line 3: YAML 1\.1 reads 1:30 as the base-60 number 90"),
+    ("yaml nested 10000 deep", yaml_config("seed: " + "[" * 10000 + "]" * 10000 + "\n"), r"run\.yaml: nested too deeply"),
+    ("json nested 10000 deep", lambda t: ["--config", str(write(t, '{"seed": ' + "[" * 10000 + "]" * 10000 + "}", "run.json"))], r"run\.json: nested too deeply"),
+    ("config is a directory", lambda t: ["--task", "sorted", "--config", str(t)], r"The config file is a directory"),
+    ("config is a fifo", lambda t: ["--task", "sorted", "--config", fifo(t, "run.yaml")], r"The config file is not a regular file"),
 ]  # fmt: skip
+
+
+def fifo(tmp_path, name):
+    path = tmp_path / name
+    if not path.exists():
+        os.mkfifo(path)
+    return str(path)
 
 
 def write(tmp_path, text, name="run.yaml"):
@@ -155,6 +180,8 @@ DATA_CASES = [
     ("names and --num-classes", data_file("t.csv", "text,label\na,pos\nb,neg\n", "--num-classes", "3"), r"t\.csv: the labels are 2 names \(neg, pos\)"),
     ("val split 1", data_file("t.csv", "text,label\na,pos\n", "--val-split", "1"), r"--val-split \(config key val_split\): `val_split` must be"),
     ("val split and val data", _split_and_val, r"--val-split \(config key val_split\): .*when no val_data"),
+    ("unclosed quote", data_file("t.csv", 'text,label\na,0\n"b,1\nc,0\nd,1\n'), r"t\.csv, line 3: a quoted field opened on this line is never closed"),
+    ("label 1_0", data_file("t.csv", "text,label\na,0\nb,1_0\n"), r"t\.csv, line 3: the label is digits with underscores"),
 ]  # fmt: skip
 
 
@@ -424,3 +451,71 @@ def test_a_damaged_vocabulary_beside_a_checkpoint_is_one_line_exit_2(tmp_path, c
         status, error, r"--checkpoint-dir .*checkpoints/vocabulary\.json cannot be read"
     )
     assert vocabulary.read_text() == '["the", "cat"'
+
+
+@pytest.mark.parametrize("release", ["no run_identity", "run_config []"])
+def test_checkpoints_of_the_previous_release_do_not_resume_on_changed_data(
+    tmp_path, capsys, release
+):
+    # The previous release wrote no data hash: a changed file resumed with
+    # every word an unknown token.
+    data = write(tmp_path, TEXTS, "train.csv")
+    argv = [*TINY, "--data", str(data), "--logdir", str(tmp_path / "run")]
+    assert main(["train", *argv, "--histogram-every", "0"]) == 0
+    capsys.readouterr()
+    run_config = tmp_path / "run" / "checkpoints" / "run_config.json"
+    saved = json.loads(run_config.read_text())
+    del saved["run_identity"]
+    run_config.write_text(json.dumps(saved) if release == "no run_identity" else "[]")
+    data.write_text("text,label\nquite other words,0\nnothing alike,1\n")
+    status, error = run_train(tmp_path, capsys, lambda _: argv)
+    expected = {
+        "no run_identity": r"--data .*record no SHA-256 of their training file .*"
+        r"another --checkpoint-dir",
+        "run_config []": r"--checkpoint-dir .*run_config\.json holds a JSON list",
+    }[release]
+    assert_one_line_error(status, error, expected)
+
+
+def test_a_data_path_spelled_otherwise_resumes_the_same_run(
+    tmp_path, capsys, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    write(tmp_path, TEXTS, "train.csv")
+    argv = [*TINY, "--logdir", "run", "--histogram-every", "0"]
+    assert main(["train", *argv, "--data", "./train.csv", "--epochs", "1"]) == 0
+    capsys.readouterr()
+    argv += ["--data", "train.csv", "--epochs", "2", "--vocab-size", "20000"]
+    argv += ["--epsilon", "1e-6", "--norm", "layernorm"]
+    assert main(["train", *argv]) == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    assert "resumed from step 1" in out
+    assert "resuming with changed settings: epsilon None -> 1e-06, epochs 1 -> 2" in out
+
+
+@pytest.mark.parametrize("which", ["data", "vocabulary"])
+def test_an_unreadable_file_is_one_line_exit_2(tmp_path, capsys, monkeypatch, which):
+    # chmod 000 does not stop root: a refused open stands in for it.
+    data = write(tmp_path, TEXTS, "train.csv")
+    argv = [*TINY, "--data", str(data), "--logdir", str(tmp_path / "run")]
+    if which == "vocabulary":
+        assert main(["train", *argv, "--histogram-every", "0"]) == 0
+        capsys.readouterr()
+    refused = {
+        "data": str(data),
+        "vocabulary": str(tmp_path / "run" / "checkpoints" / "vocabulary.json"),
+    }[which]
+    real_open = open
+
+    def refusing(file, *args, **kwargs):
+        if str(file) == refused:
+            raise PermissionError(13, "Permission denied", refused)
+        return real_open(file, *args, **kwargs)
+
+    monkeypatch.setattr("builtins.open", refusing)
+    status, error = run_train(tmp_path, capsys, lambda _: argv)
+    expected = {
+        "data": r"--data .*`data` cannot be read: Permission denied",
+        "vocabulary": r"--checkpoint-dir .*vocabulary\.json cannot be read",
+    }[which]
+    assert_one_line_error(status, error, expected)

@@ -194,6 +194,87 @@ def test_a_checkpoint_dir_equal_to_the_logdir_takes_one_lock_and_runs(tmp_path, 
     assert (logdir / "tfnorm.lock").read_text() == ""
 
 
+def test_checkpoints_of_another_model_are_refused_not_called_damaged(tmp_path, capsys):
+    # Without run_config.json (lost, or copied in by hand) the settings cannot
+    # be compared; the restore finds other shapes, which is not damage.
+    logdir = tmp_path / "run"
+    argv = ["train", *TINY, "--logdir", str(logdir), "--steps-per-epoch", "2"]
+    assert main(argv) == 0, capsys.readouterr()
+    capsys.readouterr()
+    (logdir / "checkpoints" / "run_config.json").unlink()
+    before = sorted(os.listdir(logdir / "checkpoints"))
+    assert main([*argv, "--d-model", "32"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1, err
+    assert re.search(
+        r"--checkpoint-dir .*ckpt-2 belongs to another model or other settings", err
+    ), err
+    assert sorted(os.listdir(logdir / "checkpoints")) == before
+    assert not (logdir / "checkpoints" / "damaged").exists()
+
+
+def test_a_file_named_damaged_in_the_checkpoint_dir_is_left_alone(tmp_path, capsys):
+    logdir = tmp_path / "run"
+    argv = ["train", *TINY, "--logdir", str(logdir), "--steps-per-epoch", "2"]
+    assert main([*argv, "--checkpoint-every", "1"]) == 0, capsys.readouterr()
+    directory = logdir / "checkpoints"
+    (directory / "damaged").write_text("my notes\n")
+    data = checkpoints.files_of(str(directory / "ckpt-2"))[-1]
+    with open(data, "r+b") as handle:
+        handle.truncate(3)
+    assert main([*argv, "--epochs", "2"]) == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    assert "skipped damaged checkpoint" in out and "damaged.1" in out
+    assert (directory / "damaged").read_text() == "my notes\n"
+    assert "ckpt-2.index" in os.listdir(directory / "damaged.1")
+
+
+def _out_of_memory():
+    return tf.errors.ResourceExhaustedError(
+        None, None, "OOM when allocating tensor with shape[64,4,2048,2048]"
+    )
+
+
+def test_a_model_that_does_not_fit_in_memory_while_built_is_one_line(
+    tmp_path, capsys, monkeypatch
+):
+    # Past the size check, the allocator may still refuse (another process
+    # holds the GPU): nothing is created yet, so it is a one-line error.
+    from tfnorm.training.classifier import ClassifierWorkload
+
+    def build(self, total_steps):
+        raise _out_of_memory()
+
+    monkeypatch.setattr(ClassifierWorkload, "build", build)
+    logdir = tmp_path / "run"
+    assert main(["train", *TINY, "--logdir", str(logdir)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert re.search(r"does not fit in memory while it is built .*OOM when", err)
+    assert not logdir.exists()
+
+
+def test_running_out_of_memory_in_the_first_step_ends_as_failed(
+    tmp_path, capsys, monkeypatch
+):
+    from tfnorm.training.classifier import ClassifierWorkload
+
+    def step_fn(self, training):
+        def step(number):
+            raise _out_of_memory()
+
+        return step
+
+    monkeypatch.setattr(ClassifierWorkload, "step_fn", step_fn)
+    logdir = tmp_path / "run"
+    assert main(["train", *TINY, "--logdir", str(logdir)]) == 74
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err, captured.err
+    assert "FAILED at step 0: out of memory at step 1" in captured.out
+    summary = json.loads(read(logdir / "summary.json"))
+    assert summary["status"] == "failed" and "OOM when" in summary["error"]
+
+
 # ----------------------------------------------------------------- kill -9
 
 KILL_FLAGS = ("--epochs", "1", "--steps-per-epoch", "24", "--checkpoint-every", "1")

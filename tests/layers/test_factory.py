@@ -101,3 +101,26 @@ def test_every_kind_of_norm_spec_is_still_accepted():
     rms = keras_rms_normalization()
     if rms is not None:
         assert type(tfnorm.get_norm(keras.layers.serialize(rms()))) is rms
+
+
+@pytest.mark.parametrize("epsilon", [-1, 0, 0.0, float("nan"), "1e-3", True])
+def test_keras_builtin_config_dict_with_a_bad_epsilon_is_refused(epsilon):
+    # Keras's own layer takes any epsilon; -1 or 0 gives NaN/inf outputs.
+    spec = keras.layers.serialize(keras.layers.LayerNormalization())
+    spec["config"]["epsilon"] = epsilon
+    with pytest.raises(ValueError, match=r"`epsilon` .*spec\.config\.epsilon="):
+        tfnorm.get_norm(spec)
+
+
+def test_keras_builtin_config_dict_with_a_string_center_is_refused():
+    spec = keras.layers.serialize(keras.layers.LayerNormalization())
+    spec["config"]["center"] = "false"
+    with pytest.raises(ValueError, match=r"spec\.config\.center='false'"):
+        tfnorm.get_norm(spec)
+
+
+def test_a_tfnorm_config_dict_with_a_string_center_is_refused():
+    spec = keras.layers.serialize(tfnorm.LayerNormalization())
+    spec["config"]["center"] = "false"
+    with pytest.raises(ValueError, match=r"center='false'"):
+        tfnorm.get_norm(spec)

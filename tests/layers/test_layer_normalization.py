@@ -502,3 +502,16 @@ def test_model_saved_by_tfnorm_0_1_reloads_with_identical_outputs(tmp_path):
         """
     )
     assert out.count("same outputs") == len(paths), out
+
+
+@pytest.mark.parametrize("key", ["center", "scale"])
+@pytest.mark.parametrize("value", ["false", "False", 0, 1, None, [True]])
+def test_center_and_scale_must_be_real_booleans(key, value):
+    # bool("false") is True: a string from a config would switch the weight on.
+    with pytest.raises(ValueError, match=rf"`{key}` must be True or False.*{key}="):
+        tfnorm.LayerNormalization(**{key: value})
+
+
+def test_numpy_booleans_are_booleans():
+    layer = tfnorm.LayerNormalization(center=np.bool_(False))
+    assert layer.center is False

@@ -196,3 +196,9 @@ def test_half_precision_inputs_up_to_6e4_stay_finite(policy, mixed_policy):
     np.testing.assert_allclose(
         actual, expected, atol=2 * resolution * np.abs(expected).max()
     )
+
+
+@pytest.mark.parametrize("key", ["center", "scale", "zero_centered_gamma"])
+def test_boolean_arguments_must_be_real_booleans(key):
+    with pytest.raises(ValueError, match=rf"`{key}` must be True or False.*'false'"):
+        tfnorm.RMSNorm(**{key: "false"})

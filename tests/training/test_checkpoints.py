@@ -304,3 +304,49 @@ def test_one_line_finds_the_reason_of_a_graph_execution_error():
         "ResourceExhaustedError: /logs/norms/events.out.tfevents.1; "
         "No space left on device"
     )
+
+
+def test_a_checkpoint_of_another_model_is_not_called_damaged(tmp_path):
+    # Readable, but its variables have other names or shapes: someone's
+    # good checkpoint, to be reported as such and left where it is.
+    other = tf.train.Checkpoint(
+        weight=tf.Variable([1.0, 2.0]), step=tf.Variable(0, dtype=tf.int64)
+    )
+    other.write(str(tmp_path / "ckpt-10"))
+    before = names(tmp_path)
+    with pytest.raises(checkpoints.CheckpointMismatchError) as info:
+        checkpoints.restore_newest(make_checkpoint(), str(tmp_path))
+    assert info.value.prefix.endswith("ckpt-10")
+    assert "incompatible tensor" in info.value.reason
+    assert names(tmp_path) == before
+
+
+def test_a_checkpoint_of_other_variables_is_not_called_damaged(tmp_path):
+    tf.train.Checkpoint(bias=tf.Variable(1.0)).write(str(tmp_path / "ckpt-10"))
+    with pytest.raises(checkpoints.CheckpointMismatchError, match="not bound"):
+        checkpoints.restore_newest(make_checkpoint(), str(tmp_path))
+    assert not (tmp_path / "damaged").exists()
+
+
+@pytest.mark.parametrize("kind", ["file", "symlink"])
+def test_a_file_named_damaged_is_left_and_another_folder_used(tmp_path, kind):
+    write_steps(tmp_path, [10, 20])
+    truncate_data(str(tmp_path / "ckpt-20"))
+    if kind == "file":
+        (tmp_path / "damaged").write_text("mine\n")
+    else:
+        (tmp_path.parent / f"{tmp_path.name}-elsewhere").mkdir()
+        (tmp_path / "damaged").symlink_to(
+            tmp_path.parent / f"{tmp_path.name}-elsewhere"
+        )
+    latest, skipped = checkpoints.restore_newest(make_checkpoint(), str(tmp_path))
+    assert latest.endswith("ckpt-10")
+    assert skipped[0]["moved_to"] == str(tmp_path / "damaged.1")
+    assert sorted(os.listdir(tmp_path / "damaged.1")) == [
+        "ckpt-20.data-00000-of-00001",
+        "ckpt-20.index",
+    ]
+    if kind == "file":
+        assert (tmp_path / "damaged").read_text() == "mine\n"
+    else:
+        assert os.listdir(tmp_path.parent / f"{tmp_path.name}-elsewhere") == []

@@ -120,3 +120,57 @@ def test_bad_val_split_names_the_key(tmp_path, values, message):
     with pytest.raises(ConfigError, match=message) as caught:
         TrainConfig.from_dict(settings).resolve()
     assert caught.value.key == "val_split"
+
+
+def test_an_unreadable_config_file_is_a_config_error(tmp_path, monkeypatch):
+    # chmod 000 does not stop root; a refused open is what a user would meet.
+    path = tmp_path / "run.yaml"
+    path.write_text("task: sorted\n")
+    real_open = open
+
+    def refusing_open(file, *args, **kwargs):
+        if str(file) == str(path):
+            raise PermissionError(13, "Permission denied", str(file))
+        return real_open(file, *args, **kwargs)
+
+    monkeypatch.setattr("builtins.open", refusing_open)
+    with pytest.raises(
+        ConfigError, match=r"run\.yaml cannot be read: Permission denied"
+    ):
+        load_config_file(path)
+
+
+@pytest.mark.parametrize(
+    "text, value",
+    [
+        ("seed: 10\n", 10),
+        ("seed: 0\n", 0),
+        ("seed: 0x10\n", 16),
+        ('seed: "010"\n', "010"),
+    ],
+)
+def test_plain_yaml_integers_and_quoted_strings_are_read_as_written(
+    tmp_path, text, value
+):
+    path = tmp_path / "run.yaml"
+    path.write_text(text)
+    assert load_config_file(path) == {"seed": value}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "seed: 010\n",
+        "seed: -07\n",
+        "seed: 1:30\n",
+        "norm: {class_name: LayerNormalization, config: {axis: [01]}}\n",
+    ],
+)
+def test_yaml_integers_read_otherwise_than_as_a_flag_are_refused(tmp_path, text):
+    path = tmp_path / "run.yaml"
+    path.write_text(text)
+    with pytest.raises(
+        ConfigError, match=r"run\.yaml, line 1: YAML 1\.1 reads"
+    ) as caught:
+        load_config_file(path)
+    assert caught.value.key == text.split(":")[0]

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from tfnorm.training import settings
-from tfnorm.training.settings import ConfigError, Setting
+from tfnorm.training.settings import ConfigError, Setting, device_list
 
 
 @pytest.mark.parametrize("given", [5, "5", " 5 ", "+5"])
@@ -69,3 +71,55 @@ def test_name_lists_from_text_or_lists():
     for bad in ("", [], [1], {"a": 1}):
         with pytest.raises(ValueError, match="devices="):
             settings.name_list("devices", bad)
+
+
+@pytest.mark.parametrize(
+    "value", ["/cpu:0\n/cpu:1", ["/gpu:0 /gpu:1"], "cpu", ["/gpu:0\nListenAddress"]]
+)
+def test_device_names_follow_tensorflows_grammar(value):
+    with pytest.raises(
+        ValueError, match=r"`devices` must list device names .* is not one"
+    ):
+        device_list("devices", value)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "/gpu:0,/gpu:1",
+        "GPU:0",
+        "/device:CPU:0",
+        "/job:worker/replica:0/task:1/device:GPU:0",
+    ],
+)
+def test_tensorflow_device_names_are_accepted(value):
+    assert device_list("devices", value) == value.split(",")
+
+
+def _refusing_open(monkeypatch, refused):
+    real_open = open
+
+    def refusing(file, *args, **kwargs):
+        if str(file) == str(refused):
+            raise PermissionError(13, "Permission denied", str(file))
+        return real_open(file, *args, **kwargs)
+
+    monkeypatch.setattr("builtins.open", refusing)
+
+
+def test_an_unreadable_data_file_is_refused_naming_the_key(tmp_path, monkeypatch):
+    # chmod 000 does not stop root; a refused open stands in for it.
+    path = tmp_path / "train.csv"
+    path.write_text("text,label\na,0\n")
+    _refusing_open(monkeypatch, path)
+    with pytest.raises(ValueError, match=r"`data` cannot be read: Permission denied"):
+        settings.existing_file("data", str(path))
+
+
+def test_a_fifo_as_data_file_is_refused_without_opening_it(tmp_path):
+    path = tmp_path / "train.csv"
+    os.mkfifo(path)
+    with pytest.raises(
+        ValueError, match=r"`data` must name a file \(it is not a regular file"
+    ):
+        settings.existing_file("data", str(path))

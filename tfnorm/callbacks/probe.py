@@ -57,7 +57,21 @@ def as_batches(data, argument="data"):
                 f"`{argument}` must hold tensors or arrays ({error}). "
                 f"Received: {argument}={data!r}"
             ) from None
+        _check_not_empty(batches[-1][0], argument, batches)
     return batches
+
+
+def _check_not_empty(x, argument, batches):
+    # A batch of 0 examples runs without an error and records histograms and
+    # statistics of nothing (NaN means, empty buckets) at every step.
+    for tensor in tf.nest.flatten(x):
+        shape = getattr(tensor, "shape", None)
+        if shape is not None and shape.rank and shape[0] == 0:
+            raise ValueError(
+                f"`{argument}` holds an empty batch (0 examples), whose "
+                "statistics would be NaN; give at least one example. "
+                f"Received: {argument}={describe_batches(batches)}"
+            )
 
 
 def describe_batches(batches):

@@ -8,7 +8,7 @@ read by the same code as the file's, so both give the same one-line error.
 Exit statuses: 0 finished, 2 bad flag/config/data or a checkpoint directory
 in use by another run (nothing trained), 3 stopped on a NaN loss (last good
 checkpoint kept), 74 failed writing an output such as a checkpoint on a full
-disk (summary.json says why), 129 stopped by SIGHUP (the terminal or SSH
+disk, or out of memory during a step (summary.json says why), 129 stopped by SIGHUP (the terminal or SSH
 session closed without nohup), 130 stopped by SIGINT and 143 stopped by SIGTERM
 (all three after saving a checkpoint and summary.json; rerun the same command
 to resume). Under `nohup` SIGHUP stays ignored and the run goes on. A closed
@@ -60,9 +60,9 @@ from the last checkpoint.
 exit status: 0 finished; 2 bad flag, config or data, or the checkpoint
 directory is in use by another run (nothing trained); 3 stopped on a NaN loss
 (the last good checkpoint is kept); 74 an output could not be written, e.g. a
-full disk (summary.json has the reason; rerun to resume); 129 stopped by SIGHUP
-(terminal or SSH session closed; under nohup it is ignored), 130 stopped by
-SIGINT, 143 stopped by SIGTERM (a checkpoint and summary.json are saved first).
+full disk, or memory ran out during a step (summary.json has the reason;
+rerun to resume); 129 stopped by SIGHUP (terminal or SSH session closed;
+under nohup it is ignored), 130 stopped by SIGINT, 143 stopped by SIGTERM (a checkpoint and summary.json are saved first).
 A closed stdout (`| head`, a closed terminal) does not stop the run: progress
 goes on in --log-file.
 """

@@ -34,6 +34,17 @@ def _validate_epsilon(epsilon, layer_class):
     return float(epsilon)
 
 
+def validate_bool(name, value):
+    """`value` if it is a real boolean, else a ValueError naming `name`.
+
+    `bool("false")` is True: a string or number from a config file would
+    silently turn the option on, so only True and False (or NumPy's) pass.
+    """
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise ValueError(f"`{name}` must be True or False. Received: {name}={value!r}")
+
+
 def _validate_axis_type(axis):
     if isinstance(axis, (list, tuple)):
         values = list(axis)
@@ -304,8 +315,8 @@ class AffineNormalization(BaseNormalization):
                 f"Received: weight_layout={weight_layout!r}"
             )
         self.weight_layout = weight_layout
-        self.center = bool(center)
-        self.scale = bool(scale)
+        self.center = validate_bool("center", center)
+        self.scale = validate_bool("scale", scale)
         self.beta_initializer = keras.initializers.get(beta_initializer)
         self.gamma_initializer = keras.initializers.get(gamma_initializer)
         self.beta_regularizer = keras.regularizers.get(beta_regularizer)
@@ -363,6 +374,11 @@ class AffineNormalization(BaseNormalization):
     @classmethod
     def from_config(cls, config):
         config = portable_layer_config(dict(config))
+        # Checked here too: Keras's `from_config` rewraps constructor errors
+        # into a TypeError quoting the whole config.
+        for key in ("center", "scale", "zero_centered_gamma"):
+            if key in config:
+                validate_bool(key, config[key])
         axis = config.get("axis")
         # tfnorm 0.1.0 wrote no `weight_layout`; an out-of-order list then
         # meant the old layout. (Keras 3 configs, which carry `rms_scaling`,

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 from tfnorm._keras import Layer, keras, keras_norm_classes, serialized_class_name
-from tfnorm.layers.base_normalization import BaseNormalization
+from tfnorm.layers.base_normalization import (
+    FLOAT32_NORMAL_RANGE,
+    BaseNormalization,
+    validate_bool,
+)
 from tfnorm.layers.foreign import foreign_norm
 from tfnorm.layers.layer_normalization import LayerNormalization
 from tfnorm.layers.rms_norm import RMSNorm
@@ -125,7 +129,42 @@ def _from_config_dict(spec, overrides, argument):
         return _BY_CLASS_NAME[name[len("tfnorm>") :]].from_config(config)
     if name.lower() in _BY_NAME:
         return _BY_NAME[name.lower()].from_config(config)
-    return keras.layers.deserialize({**spec, "config": config})
+    layer = keras.layers.deserialize({**spec, "config": config})
+    if isinstance(layer, keras_norm_classes()):
+        _check_keras_norm(layer, argument)
+    return layer
+
+
+def _check_keras_norm(layer, argument):
+    """Checks what Keras's own norms take unchecked from a config dict.
+
+    Keras's LayerNormalization accepts `epsilon: -1` or `0` (NaN or inf
+    outputs on the first constant row) and `center: "false"` (truthy, so
+    on); tfnorm's own layers refuse both, and so must a norm picked by a
+    config dict.
+    """
+    low, high = FLOAT32_NORMAL_RANGE
+    epsilon = getattr(layer, "epsilon", None)
+    if (
+        isinstance(epsilon, bool)
+        or not isinstance(epsilon, (int, float))
+        or not low <= epsilon <= high
+    ):
+        raise ValueError(
+            f"`epsilon` of {type(layer).__name__} must be a number in about "
+            f"[{low:.3g}, {high:.3g}] (float32's normal numbers; a smaller or "
+            f"larger one gives NaN or all-zero outputs). Received: "
+            f"{argument}.config.epsilon={epsilon!r}"
+        )
+    for key in ("center", "scale"):
+        if hasattr(layer, key):
+            try:
+                validate_bool(key, getattr(layer, key))
+            except ValueError:
+                raise ValueError(
+                    f"`{key}` of {type(layer).__name__} must be true or false. "
+                    f"Received: {argument}.config.{key}={getattr(layer, key)!r}"
+                ) from None
 
 
 def _norm_classes():

@@ -5,7 +5,7 @@ import math
 from tfnorm._checks import is_real
 from tfnorm._keras import register_serializable, tf
 from tfnorm.layers import _ops
-from tfnorm.layers.base_normalization import AffineNormalization
+from tfnorm.layers.base_normalization import AffineNormalization, validate_bool
 
 
 @register_serializable
@@ -98,7 +98,9 @@ class RMSNorm(AffineNormalization):
             raise ValueError(
                 f"`partial` must be a float in (0, 1] or None. Received: partial={partial!r}"
             )
-        self.zero_centered_gamma = bool(zero_centered_gamma)
+        self.zero_centered_gamma = validate_bool(
+            "zero_centered_gamma", zero_centered_gamma
+        )
         self.partial = None if partial is None else float(partial)
 
     def build(self, input_shape):

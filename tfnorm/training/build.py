@@ -94,10 +94,13 @@ def prepare_runtime(config):
     Raises:
         ConfigError: `batch_size` does not split evenly over the replicas.
     """
-    from tfnorm.distribute import get_strategy
+    from tfnorm.distribute import DeviceError, get_strategy
     from tfnorm.training.precision import set_mixed_precision
 
-    strategy = get_strategy(config.strategy, devices=config.devices)
+    try:
+        strategy = get_strategy(config.strategy, devices=config.devices)
+    except DeviceError as error:
+        raise ConfigError("devices", str(error)) from None
     replicas = strategy.num_replicas_in_sync
     if config.batch_size % replicas:
         raise ConfigError(

@@ -6,7 +6,10 @@ overwrite checkpoints it did not know about. So:
 
 * resume scans `ckpt-<step>.index` files, tries them newest first, and uses
   the first that restores cleanly; damaged ones are reported with the reason
-  and moved to `damaged/` (kept, never deleted, never overwritten);
+  and moved to `damaged/` (kept, never deleted, never overwritten); one that
+  reads cleanly but holds other variables or shapes (another model's, or
+  other settings') stops the resume with `CheckpointMismatchError`, and is
+  left where it is;
 * pruning (`keep_checkpoints`) deletes only checkpoints this run wrote or an
   intact state file listed, so checkpoints of unknown origin stay;
 * a failed write removes its own partial files and raises
@@ -42,6 +45,16 @@ _STATE_LINE = re.compile(
 
 class CheckpointWriteError(OSError):
     """A checkpoint could not be written (its partial files are removed)."""
+
+
+class CheckpointMismatchError(ValueError):
+    """A readable checkpoint whose variables do not fit the model: it belongs
+    to another model or other settings, and is not damaged."""
+
+    def __init__(self, prefix, reason):
+        super().__init__(reason)
+        self.prefix = prefix
+        self.reason = reason
 
 
 def checkpoint_prefix(directory, step):
@@ -126,7 +139,11 @@ def restore_newest(checkpoint, directory, quarantine=True):
     for _, prefix in reversed(scan(directory)):
         try:
             checkpoint.read(prefix).assert_existing_objects_matched()
-        except Exception as error:  # every reader error means "damaged"
+        except Exception as error:  # every reader error means "damaged"...
+            if _is_mismatch(error, prefix):
+                # ...but one that reads and names other variables or shapes
+                # is someone's good checkpoint: not moved, not passed over.
+                raise CheckpointMismatchError(prefix, one_line(error)) from None
             skipped.append({"path": prefix, "reason": one_line(error)})
             continue
         if quarantine:
@@ -138,9 +155,42 @@ def restore_newest(checkpoint, directory, quarantine=True):
     return None, skipped
 
 
+def _damaged_dir(directory):
+    """`directory/damaged`, created; or `damaged.1`, ... when that name is
+    taken by a file or a link (never moved into, never replaced)."""
+    target, number = os.path.join(directory, DAMAGED_DIR), 0
+    while True:
+        if not os.path.lexists(target):
+            try:
+                os.mkdir(target)
+            except FileExistsError:
+                continue  # made meanwhile: look at it again
+            return target
+        if os.path.isdir(target) and not os.path.islink(target):
+            return target
+        number += 1
+        target = os.path.join(directory, f"{DAMAGED_DIR}.{number}")
+
+
+def _is_mismatch(error, prefix):
+    """Whether `error` says the checkpoint's variables are not the model's
+    (names or shapes), while every file of it reads cleanly."""
+    mismatch = isinstance(error, AssertionError) or (
+        isinstance(error, ValueError) and "incompatible tensor" in str(error)
+    )
+    if not mismatch:
+        return False
+    try:
+        reader = tf.train.load_checkpoint(prefix)
+        for name in reader.get_variable_to_shape_map():
+            reader.get_tensor(name)  # a cut data shard fails here
+    except Exception:  # noqa: BLE001 - any reader error: damaged after all
+        return False
+    return True
+
+
 def _move_to_damaged(prefix):
-    target = os.path.join(os.path.dirname(prefix), DAMAGED_DIR)
-    os.makedirs(target, exist_ok=True)
+    target = _damaged_dir(os.path.dirname(prefix))
     for path in files_of(prefix):
         destination = os.path.join(target, os.path.basename(path))
         if os.path.exists(destination):

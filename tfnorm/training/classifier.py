@@ -48,9 +48,14 @@ class ClassifierWorkload:
         """The training and validation sets; every data problem surfaces here."""
         config = self.config
         if config.data:
-            self.data_sha256 = run_files.file_sha256(config.data)
-        if saved is not None and has_checkpoint:
-            run_files.check_same_run(config, saved, self.data_sha256)
+            try:
+                self.data_sha256 = run_files.file_sha256(config.data)
+            except OSError as error:
+                raise data_lib.DataError(
+                    f"{config.data}: cannot be read ({error.strerror or error})."
+                ) from None
+        if has_checkpoint:
+            run_files.check_same_run(config, saved, self.data_sha256, self.log)
         if config.task:
             self.train_set, self.val_set = data_lib.make_synthetic(
                 config.task,

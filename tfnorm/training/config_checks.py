@@ -97,7 +97,7 @@ def check_combinations(values):
     if values["model_fn"] is not None:
         return  # the user's model: tfnorm's model settings do not apply
     _check_model_size(values)
-    _check_norm(values["norm"], values["epsilon"])
+    _check_norm(values["norm"], values["epsilon"], values)
     _check_log_file(values)
 
 
@@ -189,11 +189,48 @@ def _check_model_size(values):
         )
 
 
-def _check_norm(norm, epsilon):
+def _check_norm(norm, epsilon, values):
     from tfnorm.layers.factory import norm_from_spec
 
     try:
-        norm_from_spec(norm, "norm", epsilon=epsilon)
+        layer = norm_from_spec(norm, "norm", epsilon=epsilon)
     except (ValueError, TypeError) as error:
         key = "epsilon" if "epsilon" in str(error).split("Received")[0] else "norm"
         raise ConfigError(key, str(error)) from None
+    if isinstance(norm, dict):
+        _check_norm_config(norm, layer, values)
+
+
+def _check_norm_config(norm, layer, values):
+    """A norm config dict must fit the classifier's (batch, max_len, d_model) rows.
+
+    Its `axis` and `dtype` are the user's, and a wrong one (the batch axis,
+    an axis past the rank, float16 weights in a float32 model) would only
+    fail while the model is built, as a traceback.
+    """
+    from tfnorm._keras import tf
+    from tfnorm.choices import PRECISION_POLICIES
+
+    config = norm.get("config") or {}
+    policy = getattr(getattr(layer, "dtype_policy", None), "name", None)
+    run_policy = PRECISION_POLICIES.get(values["mixed_precision"], "float32")
+    if config.get("dtype") is not None and policy not in ("float32", run_policy):
+        raise ConfigError(
+            "norm",
+            f"the norm's `dtype` must be left out (the run's dtypes follow "
+            f"--mixed-precision {values['mixed_precision']}); a {policy} norm "
+            "cannot sit between the model's layers. "
+            f"Received: norm.config.dtype={config['dtype']!r}",
+        )
+    shape = tf.TensorShape([None, values["max_len"], values["d_model"]])
+    try:
+        layer.build(shape)
+    except (ValueError, TypeError) as error:
+        axis = config.get("axis", getattr(layer, "axis", None))
+        reason = " ".join(str(error).split("Received:")[0].split()).rstrip(". ")
+        raise ConfigError(
+            "norm",
+            f"the norm's `axis` does not fit the model's rows of shape (batch, "
+            f"max_len, d_model) = {shape} ({reason}); "
+            f"use axis -1 (the features). Received: norm.config.axis={axis!r}",
+        ) from None

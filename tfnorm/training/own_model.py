@@ -71,9 +71,9 @@ class OwnModelWorkload:
         self.train, self.val = split_user_data(result)
         if isinstance(self.train, ArrayData):
             self.data_sha256 = self.train.sha256()
-        if saved is not None and has_checkpoint:
+        if has_checkpoint:
             self.saved = saved
-            run_files.check_same_run(self.config, saved, self.data_sha256)
+            run_files.check_same_run(self.config, saved, self.data_sha256, self.log)
         self.data_summary = {
             "source": self.data_spec,
             "train": self.train.describe(),

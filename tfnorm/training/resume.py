@@ -142,9 +142,19 @@ def restore(checkpoint, directory, log, is_chief):
             bury them, so the user decides.
     """
     known = checkpoints.read_state_file(directory) or []
-    latest, skipped = checkpoints.restore_newest(
-        checkpoint, directory, quarantine=is_chief
-    )
+    try:
+        latest, skipped = checkpoints.restore_newest(
+            checkpoint, directory, quarantine=is_chief
+        )
+    except checkpoints.CheckpointMismatchError as error:
+        raise ConfigError(
+            "checkpoint_dir",
+            f"{error.prefix} belongs to another model or other settings: it "
+            f"reads cleanly, but its variables do not fit this run's model "
+            f"({error.reason}). It is left as it is; use another "
+            "--checkpoint-dir, or the settings it was trained with. Received: "
+            f"checkpoint_dir={directory!r}",
+        ) from None
     for entry in skipped:
         moved = f"; moved to {entry['moved_to']}" if "moved_to" in entry else ""
         log.line(

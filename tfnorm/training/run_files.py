@@ -28,6 +28,7 @@ import numpy as np
 
 from tfnorm import _keras
 from tfnorm.training.config import RESUME_KEYS, ConfigError
+from tfnorm.training.config_checks import _FILE_VOCAB as FILE_VOCAB
 from tfnorm.training.data.labels import load_label_names, save_label_names
 from tfnorm.training.data.vocabulary import (
     VOCABULARY_FILE,
@@ -43,7 +44,8 @@ from tfnorm.training.files import atomic_write_text, open_in_place, refuse_links
 EXIT_STATUS = {
     "completed": 0,
     "nan": 3,  # stopped on a non-finite loss/weights; last good checkpoint kept
-    "failed": 74,  # an output could not be written (disk full); EX_IOERR
+    # an output could not be written (disk full), or memory ran out mid-run
+    "failed": 74,  # EX_IOERR
     "interrupted": 130,  # SIGINT, as a shell reports 128 + 2
     "terminated": 143,  # SIGTERM, as a shell reports 128 + 15
     "hangup": 129,  # SIGHUP (terminal closed, no nohup), as a shell reports 128 + 1
@@ -84,7 +86,17 @@ def read_run_config(checkpoint_dir):
             "checkpoints belong to. Restore or remove it. Received: "
             f"checkpoint_dir={checkpoint_dir!r}",
         ) from None
-    return saved if isinstance(saved, dict) else {}
+    if not isinstance(saved, dict):
+        # An earlier release could leave `[]`; read as "no settings", it let
+        # any run resume these checkpoints unchecked.
+        raise ConfigError(
+            "checkpoint_dir",
+            f"{path} holds a JSON {type(saved).__name__}, not the mapping of "
+            "settings that says which run the checkpoints belong to; restore "
+            "it, or use another --checkpoint-dir to start a new run. Received: "
+            f"checkpoint_dir={checkpoint_dir!r}",
+        )
+    return saved
 
 
 def write_run_config(config, identity):
@@ -93,22 +105,56 @@ def write_run_config(config, identity):
     _atomic_json(os.path.join(config.checkpoint_dir, RUN_CONFIG_FILE), values)
 
 
-def check_same_run(config, saved, data_sha256):
+#: Settings that may change on resume (the rest, `RESUME_KEYS`, may not);
+#: a change is logged, so a resumed run's log says what it trains with.
+CHANGEABLE_KEYS = (
+    "epsilon",
+    "dropout_rate",
+    "learning_rate",
+    "warmup_steps",
+    "decay",
+    "weight_decay",
+    "clipnorm",
+    "epochs",
+    "steps_per_epoch",
+    "val_data",
+)
+
+
+def check_same_run(config, saved, data_sha256, log=None):
     """Refuses to resume checkpoints of a run with other settings or data.
+
+    Values are compared as resolved: `./A.csv` is `A.csv`, a norm alias is
+    its class, and a default given explicitly (`--vocab-size 20000` with a
+    file) equals the default left out. The data path is not compared when
+    the recorded SHA-256 of the file matches: the file is the same, however
+    it is spelled.
 
     Args:
         config: the resolved `TrainConfig` of this run.
-        saved: the saved run config (from `read_run_config`).
+        saved: the saved run config (from `read_run_config`), or None when
+            checkpoints have no `run_config.json` beside them.
         data_sha256: the training file's hash now (None for synthetic data).
+        log: a `ProgressLog` for the one line naming the settings that
+            changed and may (`CHANGEABLE_KEYS`); None logs nothing.
 
     Raises:
-        ConfigError: naming the differing settings, or the changed file.
+        ConfigError: naming the differing settings, or the changed file, or
+            a text-data run whose checkpoints record no hash of their data.
     """
+    saved = saved or {}
     current = config.to_dict()
+    identity = saved.get(IDENTITY_KEY)
+    identity = identity if isinstance(identity, dict) else {}
+    saved_sha = identity.get("data_sha256")
+    same_file = bool(data_sha256 and saved_sha == data_sha256)
     differences = [
         f"{key}: checkpoint {saved.get(key)!r}, now {current[key]!r}"
         for key in RESUME_KEYS
-        if key in saved and saved.get(key) != current[key]
+        if key in saved
+        and not (key == "data" and same_file)
+        and _resolved(key, saved.get(key), saved, identity)
+        != _resolved(key, current[key], current, identity)
     ]
     if differences:
         raise ConfigError(
@@ -118,7 +164,6 @@ def check_same_run(config, saved, data_sha256):
             "(--checkpoint-dir) or the original settings. Received: "
             f"checkpoint_dir={config.checkpoint_dir!r}",
         )
-    saved_sha = (saved.get(IDENTITY_KEY) or {}).get("data_sha256")
     if data_sha256 and saved_sha and saved_sha != data_sha256:
         raise ConfigError(
             "data",
@@ -128,6 +173,57 @@ def check_same_run(config, saved, data_sha256):
             "data with the old vocabulary. Restore the file, or start a new "
             f"run with another --checkpoint-dir. Received: data={config.data!r}",
         )
+    if config.data and data_sha256 and not saved_sha:
+        # Checkpoints of an earlier release (or without run_config.json): the
+        # file they were trained on is unknown, and another file would be
+        # read through their vocabulary as unknown tokens, without an error.
+        path = os.path.join(config.checkpoint_dir, RUN_CONFIG_FILE)
+        raise ConfigError(
+            "data",
+            f"the checkpoints in {config.checkpoint_dir} record no SHA-256 of "
+            f"their training file ({path} has no {IDENTITY_KEY}), so it cannot "
+            f"be confirmed that {config.data} is the file they were trained on. "
+            "Start a new run with another --checkpoint-dir; or, only if the "
+            "file is unchanged since, add "
+            f'"{IDENTITY_KEY}": {{"data_sha256": "{data_sha256}"}} to {path} and '
+            f"rerun. Received: data={config.data!r}",
+        )
+    changed = [
+        f"{key} {saved[key]!r} -> {current[key]!r}"
+        for key in CHANGEABLE_KEYS
+        if key in saved and saved[key] != current[key]
+    ]
+    if changed and log is not None:
+        log.line(
+            f"resuming with changed settings: {', '.join(changed)} (the "
+            "checkpoint's weights are kept; these apply from here on)"
+        )
+
+
+def _resolved(key, value, values, identity):
+    """`value` of `key` as the run uses it, for comparing two spellings."""
+    if key == "data" and isinstance(value, str):
+        return os.path.normpath(os.path.abspath(value))
+    if key in ("model_fn", "data_fn") and isinstance(value, str):
+        path, colon, function = value.rpartition(":")
+        if path.endswith(".py"):  # else a module name, spelled one way
+            return os.path.normpath(os.path.abspath(path)) + colon + function
+    if key == "norm" and isinstance(value, str):
+        from tfnorm.layers.factory import norm_from_spec
+
+        try:
+            return type(norm_from_spec(value, "norm")).__name__
+        except ValueError:
+            return value
+    if key == "vocab_size" and value is None:
+        if values.get("data"):
+            return FILE_VOCAB
+        if values.get("task"):
+            return max(16, 2 * values["max_len"] + 1)
+    if key == "num_classes" and value is None and values.get("data"):
+        # Inferred from the labels: what they gave is recorded in the identity.
+        return identity.get("num_classes", value)
+    return value
 
 
 def saved_vocabulary(checkpoint_dir, has_checkpoint):

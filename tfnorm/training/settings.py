@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 
 from tfnorm._checks import check_choice, check_int, check_number, is_real
 
@@ -153,13 +154,47 @@ def name_list(key, value):
     return list(value)
 
 
+# A TensorFlow device name as `tf.DeviceSpec` spells it: `/gpu:0`, `GPU:1`,
+# `/device:CPU:0`, `/job:worker/replica:0/task:1/device:GPU:0`. Anything else
+# (a newline, a space, a second name glued on) would reach TensorFlow, which
+# hangs or fails far from the flag.
+_DEVICE = re.compile(
+    r"(/job:[A-Za-z0-9_-]+)?(/replica:[0-9]+)?(/task:[0-9]+)?"
+    r"/?(device:)?[A-Za-z_]+:[0-9]+"
+)
+
+
+def device_list(key, value):
+    """A `name_list` of TensorFlow device names (`/gpu:0`, `/cpu:1`, ...)."""
+    names = name_list(key, value)
+    for name in names:
+        if not _DEVICE.fullmatch(name):
+            raise ValueError(
+                f"`{key}` must list device names such as /gpu:0 or /cpu:1, "
+                f"separated by commas; {name!r} is not one. Received: "
+                f"{key}={value!r}"
+            )
+    return names
+
+
 def existing_file(key, value):
     path = _path(key, value)
     if not os.path.isfile(path):
         reason = "it is a directory" if os.path.isdir(path) else "no such file"
+        if os.path.exists(path) and not os.path.isdir(path):
+            # Never opened: reading a FIFO would wait for a writer forever.
+            reason = "it is not a regular file (a FIFO or a device)"
         raise ValueError(
             f"`{key}` must name a file ({reason}). Received: {key}={value!r}"
         )
+    try:
+        with open(path, "rb"):
+            pass
+    except OSError as error:
+        raise ValueError(
+            f"`{key}` cannot be read: {error.strerror or error}. "
+            f"Received: {key}={value!r}"
+        ) from None
     return path
 
 

@@ -171,7 +171,19 @@ class _Run:
         inspected = resume.inspect(self.config.checkpoint_dir)
         self.workload.load(*inspected)
         cadence = self._cadence()
-        parts = self.workload.build(cadence.total_steps)
+        try:
+            parts = self.workload.build(cadence.total_steps)
+        except Exception as error:
+            if not _is_out_of_memory(error):
+                raise
+            # Nothing is created yet: a setting error, like a model too large
+            # for the size check.
+            raise ConfigError(
+                None,
+                "the model does not fit in memory while it is built "
+                f"({checkpoints.one_line(error)}); lower d_model, dff, "
+                "num_layers, max_len, vocab_size or batch_size.",
+            ) from None
         with resume.claimed(self.config, self.log, self.is_chief, inspected):
             self.resumed = resume.restore(
                 parts.checkpoint, self.config.checkpoint_dir, self.log, self.is_chief
@@ -238,9 +250,16 @@ class _Run:
             status = "interrupted" if isinstance(error, KeyboardInterrupt) else "failed"
             stop = Stop(status, checkpoints.one_line(error))
             result = LoopResult(status, int(parts.step.numpy()), start, stop)
+            if _is_out_of_memory(error):
+                stop.reason = (
+                    f"out of memory at step {result.step + 1}: {stop.reason}; "
+                    "lower batch_size, max_len or the model's size, and rerun "
+                    "to resume"
+                )
             # A full disk for the log or run files ends the run like one for
-            # a checkpoint; anything else is a bug, reported after the summary.
-            if status == "interrupted" or not _is_output_error(error):
+            # a checkpoint, and so does running out of memory; anything else
+            # is a bug, reported after the summary.
+            elif status == "interrupted" or not _is_output_error(error):
                 self._write_summary(self._summary(result, run_actions, cadence, None))
                 raise
         return self._finish(result, parts, run_actions, cadence)
@@ -391,6 +410,15 @@ _OUTPUT_ERRORS = (
     "Permission denied",
     "Could not flush events file",
 )
+
+
+def _is_out_of_memory(error):
+    """Whether `error` is the process or a device running out of memory."""
+    if isinstance(error, MemoryError):
+        return True
+    from tfnorm._keras import tf
+
+    return isinstance(error, tf.errors.ResourceExhaustedError)
 
 
 def _is_output_error(error):

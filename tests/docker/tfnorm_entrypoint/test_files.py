@@ -64,3 +64,44 @@ def test_prepare_directory_refuses_a_link_and_sets_the_mode_of_a_real_one(tmp_pa
     prepare_directory(str(real), 0o700)
     prepare_directory(str(real), 0o700)  # an existing one is fine
     assert stat.S_IMODE(real.stat().st_mode) == 0o700
+
+
+def _planted_parent(tmp_path, owner):
+    """`tmp_path/keys`, a link to `tmp_path/elsewhere` owned by `owner`."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir(mode=0o755)
+    link = tmp_path / "keys"
+    link.symlink_to(elsewhere)
+    if owner != os.geteuid():
+        os.lchown(link, owner, owner)
+    return link, elsewhere
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give a link another owner")
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda path: prepare_directory(str(path / "ssh"), 0o700),
+        lambda path: write_private(str(path / "ssh" / "authorized_keys"), "key\n"),
+        lambda path: set_file_mode(str(path / "ssh" / "host_key"), 0o600),
+    ],
+    ids=["prepare_directory", "write_private", "set_file_mode"],
+)
+def test_a_parent_link_owned_by_a_user_is_not_followed_by_root(tmp_path, change):
+    # SSH_HOST_KEY_DIR=/workspace/keys/ssh with /workspace/keys -> /etc.
+    link, elsewhere = _planted_parent(tmp_path, owner=1000)
+    (elsewhere / "ssh").mkdir()
+    (elsewhere / "ssh" / "host_key").write_text("k\n")
+    with pytest.raises(
+        SystemExit, match=rf"lies under {link}, a symbolic link owned by uid 1000"
+    ):
+        change(link)
+    assert sorted(os.listdir(elsewhere / "ssh")) == ["host_key"]
+    assert stat.S_IMODE((elsewhere / "ssh").stat().st_mode) == 0o755
+
+
+def test_a_parent_link_owned_by_root_or_this_user_is_followed(tmp_path):
+    # /var/run -> /run: the system's own links are trusted.
+    link, elsewhere = _planted_parent(tmp_path, owner=os.geteuid())
+    prepare_directory(str(link / "ssh"), 0o700)
+    assert stat.S_IMODE((elsewhere / "ssh").stat().st_mode) == 0o700

@@ -33,3 +33,10 @@ def test_saved_names_round_trip_and_a_bad_file_is_an_error(tmp_path):
     (tmp_path / "labels.json").write_text('{"a": 1}')
     with pytest.raises(DataError, match=r"labels\.json: expected a JSON list"):
         load_label_names(str(tmp_path))
+
+
+@pytest.mark.parametrize("raw", ["1_0", "+1_000", " 2_5 "])
+def test_digits_with_underscores_are_refused_by_line(raw):
+    # Python's int() reads "1_0" as 10: neither that id nor a name is safe.
+    with pytest.raises(DataError, match=r"^f\.csv, line 7: the label is digits with"):
+        parse_label("f.csv", 7, raw)

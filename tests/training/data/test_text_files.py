@@ -348,3 +348,24 @@ def test_truncation_is_counted_and_reported(tmp_path):
         "max_len 6 cuts 5 of 10 training texts (50.0%) and 0 of 2 validation "
         "texts; --max-len 31 would keep 95% of the training texts whole"
     )
+
+
+@pytest.mark.parametrize(
+    "content, line",
+    [
+        ('text,label\na,0\n"b,1\nc,0\nd,1\n', 3),
+        ('text,label\na,0\nb,1\n"c,1\n', 4),
+        ('\n"text,label\na,0\n', 2),
+    ],
+)
+def test_an_unclosed_quote_is_reported_at_the_line_it_opens(tmp_path, content, line):
+    # The reader runs on to the end of the file; that is not where to look.
+    path = write(tmp_path, "train.csv", content)
+    with pytest.raises(DataError, match=rf"train\.csv, line {line}: a quoted field"):
+        read_examples(path)
+
+
+def test_a_file_of_underscore_labels_is_refused_at_the_first(tmp_path):
+    path = write(tmp_path, "train.csv", "text,label\na,1_0\nb,0_1\n")
+    with pytest.raises(DataError, match=r"train\.csv, line 2: the label is digits"):
+        read_examples(path)

@@ -41,3 +41,22 @@ def test_load_vocabulary_without_file_is_none(tmp_path):
 
 
 # ---------------------------------------------------------- synthetic tasks
+
+
+def test_an_unreadable_vocabulary_is_a_value_error_naming_it(tmp_path, monkeypatch):
+    import pytest
+
+    save_vocabulary(["good", "day"], str(tmp_path))
+    path = str(tmp_path / "vocabulary.json")
+    real_open = open
+
+    def refusing(file, *args, **kwargs):
+        if str(file) == path:
+            raise PermissionError(13, "Permission denied", path)
+        return real_open(file, *args, **kwargs)
+
+    monkeypatch.setattr("builtins.open", refusing)
+    with pytest.raises(
+        ValueError, match=r"vocabulary\.json cannot be read: .*Permission denied"
+    ):
+        load_vocabulary(str(tmp_path))

@@ -26,6 +26,9 @@ from tfnorm.training.data.dataset import DataError
 LABELS_FILE = "labels.json"
 
 _INTEGER = re.compile(r"^[+-]?[0-9]+$")
+# Digits grouped by underscores: Python's int() reads `1_0` as 10, a person
+# may have meant 1.0, 1 or a name; no reading is safe, so it is refused.
+_GROUPED_DIGITS = re.compile(r"^[+-]?[0-9]+(_[0-9]+)+$")
 
 
 def parse_label(path, line_number, raw):
@@ -44,6 +47,13 @@ def parse_label(path, line_number, raw):
             raise DataError(
                 f"{path}, line {line_number}: the label must be a non-negative "
                 f"integer class id or a name; it is empty. Received: label={raw!r}"
+            )
+        if _GROUPED_DIGITS.match(text):
+            raise DataError(
+                f"{path}, line {line_number}: the label is digits with "
+                "underscores, which could be read as class id "
+                f"{int(text)} or as a name; write a class id in plain digits "
+                f"(0, 1, ...) or a name with a letter. Received: label={raw!r}"
             )
         if not _INTEGER.match(text):
             return text

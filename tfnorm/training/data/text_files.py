@@ -98,8 +98,13 @@ def _read_numbered(path):
 
 def _read_utf8(path):
     """The file's text; a UTF-8 byte-order mark (as Excel writes) is dropped."""
-    with open(path, "rb") as handle:
-        raw = handle.read()
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read()
+    except OSError as error:
+        raise DataError(
+            f"{path}: cannot be read ({error.strerror or error})."
+        ) from None
     try:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as error:
@@ -114,9 +119,13 @@ def _read_delimited(path, text, delimiter):
     texts, labels, lines = [], [], []
     with io.StringIO(text, newline="") as handle:
         reader = csv.reader(handle, delimiter=delimiter, strict=True)
+        # The line the record being read began on: an unclosed quote makes
+        # the reader run on to the end of the file, whose line it would name.
+        record_start = 1
         try:
             header = next(reader, None)
             while header is not None and not any(cell.strip() for cell in header):
+                record_start = reader.line_num + 1
                 header = next(reader, None)
             if header is None:
                 raise DataError(
@@ -147,6 +156,12 @@ def _read_delimited(path, text, delimiter):
                 labels.append(parse_label(path, line_number, row[label_index]))
                 lines.append(line_number)
         except csv.Error as error:
+            if "unexpected end of data" in str(error):
+                raise DataError(
+                    f"{path}, line {record_start}: a quoted field opened on this "
+                    f"line is never closed (the file ends inside it, at line "
+                    f'{reader.line_num}); close the quote or double it ("").'
+                ) from None
             raise DataError(
                 f"{path}, line {reader.line_num}: malformed line ({error})."
             ) from None
