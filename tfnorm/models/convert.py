@@ -450,3 +450,284 @@ def _weights_for(old, new):
         # transpose; Keras's: values in the order of the input's dims.
         values = [np.transpose(v, old._built_order) for v in values]
     return [np.reshape(v, w.shape) for v, w in zip(values, new.weights)]
+
+
+# -- keras-hub encoders onto tfnorm's blocks --------------------------------
+
+#: `keras_hub.layers.TransformerEncoder`'s own options, all of which
+#: `encoder_block_from_keras_hub` reads (the initializers matter only for
+#: new weights; the copied ones replace them).
+_HUB_ENCODER_OPTIONS = (
+    "intermediate_dim",
+    "num_heads",
+    "dropout",
+    "activation",
+    "layer_norm_epsilon",
+    "kernel_initializer",
+    "bias_initializer",
+    "normalize_first",
+)
+
+#: (keras-hub sublayer attribute, tfnorm block sublayer attribute).
+_HUB_ENCODER_SUBLAYERS = (
+    ("_self_attention_layer", "attention"),
+    ("_self_attention_layer_norm", "attention_norm"),
+    ("_feedforward_layer_norm", "ffn_norm"),
+    ("_feedforward_intermediate_dense", "ffn_inner"),
+    ("_feedforward_output_dense", "ffn_output"),
+)
+
+
+def _is_hub_transformer_encoder(layer):
+    # By class, so tfnorm need not import keras-hub (nor require it).
+    return any(
+        cls.__name__ == "TransformerEncoder"
+        and cls.__module__.split(".")[0] == "keras_hub"
+        for cls in type(layer).__mro__
+    )
+
+
+def _hub_activation_name(activation, path):
+    name = getattr(activation, "__name__", None)
+    try:
+        same = isinstance(name, str) and keras.activations.get(name) is activation
+    except Exception:  # Keras raises all kinds on unknown names.
+        same = False
+    if not same:
+        raise ConversionError(
+            f"TransformerEncoder '{path}' uses an activation tfnorm cannot "
+            "name (only Keras's built-in activations, given by name, "
+            f"convert). Received: activation={activation!r}"
+        )
+    return name
+
+
+def _hub_encoder_options(layer, path):
+    """The `TransformerEncoderBlock` arguments that reproduce the keras-hub
+    `TransformerEncoder` `layer`, or a `ConversionError` naming what has no
+    counterpart."""
+    if not _is_hub_transformer_encoder(layer):
+        raise ConversionError(
+            "Expected a keras_hub.layers.TransformerEncoder. Received: "
+            f"layer={path!r} of type {_class_path(layer)}"
+        )
+    if not layer.built:
+        raise ConversionError(
+            f"TransformerEncoder '{path}' is not built, so its hidden size "
+            "and weights are unknown; call it on an input (or "
+            f"`build((batch, seq, hidden_dim))`) first. Received: layer={path!r}"
+        )
+    config = layer.get_config()
+    known = set(_HUB_ENCODER_OPTIONS) | set(keras.layers.Layer().get_config())
+    unknown = sorted(set(config) - known)
+    if unknown:
+        option = unknown[0]
+        raise ConversionError(
+            f"TransformerEncoder '{path}' has the option `{option}`, which "
+            "tfnorm.TransformerEncoderBlock has no counterpart for. "
+            f"Received: {option}={config[option]!r}"
+        )
+    shape = built_input_shape(layer)
+    d_model = shape[-1] if shape else layer._feedforward_output_dense.units
+    num_heads = layer.num_heads
+    if d_model % num_heads:
+        # keras-hub then uses key_dim = d_model // num_heads, an attention
+        # narrower than d_model; tfnorm's block needs the full width.
+        raise ConversionError(
+            f"TransformerEncoder '{path}': its hidden size {d_model} is not "
+            "divisible by `num_heads`, which tfnorm.TransformerEncoderBlock "
+            f"requires. Received: num_heads={num_heads!r}"
+        )
+    normalize_first = layer.normalize_first
+    if normalize_first not in (True, False):
+        raise ConversionError(
+            f"TransformerEncoder '{path}': `normalize_first` must be a bool. "
+            f"Received: normalize_first={normalize_first!r}"
+        )
+    return {
+        "d_model": int(d_model),
+        "num_heads": int(num_heads),
+        "dff": int(layer.intermediate_dim),
+        # keras-hub's `dropout` is used on the attention probabilities and
+        # on both branch outputs before their residual adds; it has no
+        # dropout between the FFN's two Dense layers.
+        "dropout_rate": float(layer.dropout),
+        "attention_dropout": float(layer.dropout),
+        "ffn_dropout": 0.0,
+        "norm_position": "pre" if normalize_first else "post",
+        "epsilon": float(layer.layer_norm_epsilon),
+        "activation": _hub_activation_name(layer.activation, path),
+        "kernel_initializer": keras.initializers.serialize(layer.kernel_initializer),
+    }
+
+
+def _copy_hub_encoder_weights(layer, block):
+    for hub_name, tfnorm_name in _HUB_ENCODER_SUBLAYERS:
+        source = getattr(layer, hub_name)
+        target = getattr(block, tfnorm_name)
+        target.set_weights(_weights_for(source, target))
+
+
+def encoder_block_from_keras_hub(layer):
+    """A `tfnorm.TransformerEncoderBlock` equal to a keras-hub encoder layer.
+
+    Reads a built `keras_hub.layers.TransformerEncoder` and builds the tfnorm
+    block with the same hidden size (`d_model`, from the shape `layer` was
+    built with), `num_heads`, `dff` (`intermediate_dim`), activation,
+    epsilon (`layer_norm_epsilon`) and norm position (`normalize_first=True`
+    is `"pre"`, False `"post"`), and keras-hub's dropout sites: its
+    `dropout` on the attention probabilities and on both branch outputs,
+    none between the FFN's Dense layers (`ffn_dropout=0`). Then it copies
+    the weights sublayer by sublayer (attention query, key, value and
+    output projections, the two FFN Dense layers, both norms), so the two
+    give the same outputs (in float32, up to 1e-5), with or without a
+    padding mask. The norms are tfnorm's `LayerNormalization`s; rebuild the
+    block from its config with another `norm` or `norm_position` to
+    fine-tune it that way. `layer` is not changed. keras-hub itself is not
+    imported here: `layer` is recognised by class.
+
+    Example:
+
+    ```python
+    import keras_hub
+    import numpy as np
+    from tfnorm.models.convert import encoder_block_from_keras_hub
+
+    hub = keras_hub.layers.TransformerEncoder(64, 4, normalize_first=True)
+    x = np.random.rand(2, 10, 32).astype("float32")
+    hub(x)  # builds it
+    block = encoder_block_from_keras_hub(hub)  # norm_position="pre"
+    np.testing.assert_allclose(block(x), hub(x), atol=1e-5)
+    ```
+
+    Args:
+        layer: a built `keras_hub.layers.TransformerEncoder` (or a subclass
+            without options of its own).
+
+    Returns:
+        A built `tfnorm.TransformerEncoderBlock` named like `layer`, with
+        `layer`'s weights.
+
+    Raises:
+        ValueError: `layer` is not a built keras-hub `TransformerEncoder`,
+            or one of its options has no counterpart in tfnorm's block (an
+            option a subclass adds, a hidden size `num_heads` does not
+            divide, an activation that is not a Keras built-in); the
+            message names the option and its value.
+    """
+    from tfnorm.models.encoder_block import TransformerEncoderBlock
+
+    options = _hub_encoder_options(layer, getattr(layer, "name", repr(layer)))
+    block = TransformerEncoderBlock(
+        name=layer.name, dtype=layer.dtype_policy, **options
+    )
+    block.build((None, None, options["d_model"]))
+    _copy_hub_encoder_weights(layer, block)
+    return block
+
+
+def _hub_value(layer, option):
+    if option == "hidden_dim":
+        return layer._feedforward_output_dense.units
+    if option == "activation":
+        return getattr(layer.activation, "__name__", layer.activation)
+    return getattr(layer, option)
+
+
+def encoder_from_keras_hub(layers, name="encoder"):
+    """A `tfnorm.build_encoder` model equal to a stack of keras-hub encoders.
+
+    `layers` are built `keras_hub.layers.TransformerEncoder`s applied one
+    after the other (as in keras-hub's BERT backbone, say). Each is read as
+    by `encoder_block_from_keras_hub`; all must share the hidden size,
+    heads, `intermediate_dim`, dropout, activation and `normalize_first`
+    (the epsilon may differ per layer). The model is
+    `tfnorm.build_encoder(len(layers), ...)` without a final norm: Post-LN
+    blocks end on a norm, and keras-hub's Pre-LN encoders have none after
+    the last block (a keras-hub model that adds one keeps it outside the
+    stack). Blocks `block_0, block_1, ...` get the layers' weights, so the
+    model's outputs match the stack's, with or without a padding mask
+    (`model([x, padding_mask])`).
+
+    Example:
+
+    ```python
+    import keras_hub
+    import numpy as np
+    from tfnorm.models.convert import encoder_from_keras_hub
+
+    x = np.random.rand(2, 10, 32).astype("float32")
+    stack = [keras_hub.layers.TransformerEncoder(64, 4) for _ in range(2)]
+    y = x
+    for layer in stack:
+        y = layer(y)
+    encoder = encoder_from_keras_hub(stack)  # Post-LN, no final norm
+    np.testing.assert_allclose(encoder(x), y, atol=1e-5)
+    ```
+
+    Args:
+        layers: a non-empty list of built keras-hub `TransformerEncoder`s.
+        name: the model name. Defaults to `"encoder"`.
+
+    Returns:
+        A `tfnorm.models.EncoderModel` (inputs: the sequence, or
+        `[sequence, padding_mask]`).
+
+    Raises:
+        ValueError: `layers` is empty, a layer cannot be converted (see
+            `encoder_block_from_keras_hub`), or the layers differ in an
+            option other than the epsilon (the message names it and both
+            values).
+    """
+    from tfnorm.models.builders import build_encoder
+
+    layers = list(layers)
+    if not layers:
+        raise ConversionError(
+            "encoder_from_keras_hub needs at least one TransformerEncoder. "
+            f"Received: layers={layers!r}"
+        )
+    options = [
+        _hub_encoder_options(layer, f"layers[{index}] ({layer.name})")
+        for index, layer in enumerate(layers)
+    ]
+    # Compared by keras-hub's names, which the user knows.
+    shared = {
+        "hidden_dim": "d_model",
+        "intermediate_dim": "dff",
+        "num_heads": "num_heads",
+        "dropout": "dropout_rate",
+        "activation": "activation",
+        "normalize_first": "norm_position",
+    }
+    first = options[0]
+    for index, other in enumerate(options[1:], start=1):
+        for hub_name, key in shared.items():
+            if other[key] != first[key]:
+                ours, theirs = (
+                    _hub_value(layers[0], hub_name),
+                    _hub_value(layers[index], hub_name),
+                )
+                raise ConversionError(
+                    "build_encoder gives every block the same options, but "
+                    f"layers[0] and layers[{index}] differ in `{hub_name}`. "
+                    f"Received: {hub_name}={ours!r} and {hub_name}={theirs!r}"
+                )
+    block_options = dict(first)
+    d_model = block_options.pop("d_model")
+    num_heads = block_options.pop("num_heads")
+    dff = block_options.pop("dff")
+    block_options.pop("epsilon")
+    model = build_encoder(
+        len(layers),
+        d_model,
+        num_heads,
+        dff,
+        epsilon=[o["epsilon"] for o in options],
+        final_norm=False,
+        name=name,
+        **block_options,
+    )
+    for index, layer in enumerate(layers):
+        _copy_hub_encoder_weights(layer, model.get_layer(f"block_{index}"))
+    return model

@@ -225,6 +225,52 @@ class TransformerEncoderBlock(Layer):
         self.key_dim = self.d_model // self.num_heads
         self.supports_masking = True
 
+    @classmethod
+    def from_keras_hub(cls, layer):
+        """The block equal to a built `keras_hub.layers.TransformerEncoder`.
+
+        Same hidden size, heads, `dff` (`intermediate_dim`), activation,
+        epsilon, dropout sites and norm position (`normalize_first=True` is
+        `"pre"`, False `"post"`), with `layer`'s weights copied, so outputs
+        match (float32, 1e-5), with or without a padding mask. See
+        `tfnorm.models.convert.encoder_block_from_keras_hub`, which does
+        the work; `tfnorm.models.convert.encoder_from_keras_hub` converts a
+        whole stack into a `tfnorm.build_encoder` model.
+
+        Example:
+
+        ```python
+        import keras_hub
+        import numpy as np
+        import tfnorm
+
+        hub = keras_hub.layers.TransformerEncoder(64, 4)  # Post-LN
+        x = np.random.rand(2, 10, 32).astype("float32")
+        hub(x)  # builds it
+        block = tfnorm.TransformerEncoderBlock.from_keras_hub(hub)
+        np.testing.assert_allclose(block(x), hub(x), atol=1e-5)
+        ```
+
+        Args:
+            layer: a built `keras_hub.layers.TransformerEncoder`.
+
+        Returns:
+            A built `TransformerEncoderBlock` with `layer`'s weights.
+
+        Raises:
+            ValueError: naming the option (and its value) that tfnorm's
+                block has no counterpart for, or saying `layer` is not a
+                built keras-hub `TransformerEncoder`.
+        """
+        from tfnorm.models.convert import encoder_block_from_keras_hub
+
+        if cls is not TransformerEncoderBlock:
+            raise TypeError(
+                "from_keras_hub builds a tfnorm.TransformerEncoderBlock; "
+                f"call it on that class. Received: cls={cls.__name__}"
+            )
+        return encoder_block_from_keras_hub(layer)
+
     # -- construction -----------------------------------------------------
 
     def _clone_initializer(self, index=0):
