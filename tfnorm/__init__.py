@@ -81,9 +81,6 @@ def __getattr__(name):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-if not _started_as_the_command():
-    _load_library()
-
 __all__ = [
     "LayerNormalization",
     "RMSNorm",
@@ -100,3 +97,6 @@ __all__ = [
     "replace_norms",
     "training",
 ]
+
+if not _started_as_the_command():
+    _load_library()
