@@ -37,8 +37,7 @@ def sweep_variants(cfg):
 
 def _variant(position, warmup, rate):
     return {
-        "name": f"{position}-LN, "
-        + (f"warm-up {warmup}" if warmup else "no warm-up"),
+        "name": f"{position}-LN, " + (f"warm-up {warmup}" if warmup else "no warm-up"),
         "slug": f"{position}_" + (f"warmup{warmup}" if warmup else "no_warmup"),
         "norm_position": position,
         "warmup_steps": warmup,
@@ -151,7 +150,8 @@ def sweep_table(rows, depths, chosen, target):
                 median = row["median_steps_to_target"]
                 cell += (
                     f" ({row['seeds_reaching_target']}/{row['seeds']} at "
-                    f"{target:.0%}" + ("" if median is None else f", step {median:.0f}")
+                    f"{target:.0%}"
+                    + ("" if median is None else f", step {median:.0f}")
                     + ")"
                 )
             cells.append(cell)
@@ -178,7 +178,11 @@ def plot_sweep(rows, depths, path, task):
     for index, depth in enumerate(depths):
         colour = colours[index % len(colours)]
         post = sorted(
-            (r for r in rows if r["num_layers"] == depth and r["norm_position"] == "post"),
+            (
+                r
+                for r in rows
+                if r["num_layers"] == depth and r["norm_position"] == "post"
+            ),
             key=lambda r: r["warmup_steps"],
         )
         warmups = [r["warmup_steps"] for r in post]

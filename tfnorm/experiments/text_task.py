@@ -31,7 +31,9 @@ MASK, UNK = 0, 1
 SPECIAL_TOKENS = ("[MASK]", "[UNK]")
 MASK_FRACTION = 0.15
 HELD_OUT_FRACTION = 0.1
-SOURCE = "pydoc_data.topics.topics (the Python language reference, shipped with CPython)"
+SOURCE = (
+    "pydoc_data.topics.topics (the Python language reference, shipped with CPython)"
+)
 
 _WORD = re.compile(r"[a-z]+")
 
@@ -85,9 +87,7 @@ def mask_windows(rng, windows, vocab_size):
     inputs = windows.copy()
     inputs[chosen & (action < 0.8)] = MASK
     randomised = chosen & (action >= 0.8) & (action < 0.9)
-    inputs[randomised] = rng.integers(
-        len(SPECIAL_TOKENS), vocab_size, randomised.sum()
-    )
+    inputs[randomised] = rng.integers(len(SPECIAL_TOKENS), vocab_size, randomised.sum())
     return inputs, windows.copy(), chosen.astype("float32")
 
 

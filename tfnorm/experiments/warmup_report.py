@@ -20,7 +20,9 @@ def summarise(runs, variant_names):
     rows = []
     for name in variant_names:
         mine = [r for r in runs if r["variant"] == name]
-        reached = [r["steps_to_target"] for r in mine if r["steps_to_target"] is not None]
+        reached = [
+            r["steps_to_target"] for r in mine if r["steps_to_target"] is not None
+        ]
         final = [r["final_accuracy"] for r in mine]
         init = np.array([r["init_layer_gradient_norms"] for r in mine])
         first = mine[0]
@@ -194,9 +196,7 @@ def _plot_accuracy(ax, runs, colours, chance, target):
         ax.axhline(target, color="grey", ls=":", lw=1)
     if chance is not None:
         ax.axhline(chance, color="black", ls="--", lw=0.8, label="chance")
-    ax.set(
-        title="held-out accuracy", xlabel="step", ylabel="accuracy", ylim=(0, 1.02)
-    )
+    ax.set(title="held-out accuracy", xlabel="step", ylabel="accuracy", ylim=(0, 1.02))
 
 
 def _plot_early_gradients(ax, runs, colours):

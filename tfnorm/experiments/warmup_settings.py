@@ -42,6 +42,9 @@ NON_NEGATIVE = integer(0)
 #: from "a lower learning rate helps" (issue 24).
 MAX_WARMUP_FRACTION = 0.3
 
+#: The warm-up length when `warmup_steps` is unset, as a fraction of the run.
+DEFAULT_WARMUP_FRACTION = 0.2
+
 #: Per-task sizes used when `vocab_size` or `seq_len` is left unset.
 TASK_SIZES = {
     "reverse": {"vocab_size": 10, "seq_len": 12},
@@ -130,25 +133,31 @@ class CompareConfig:
     d_model: int = setting(32, MODEL, "model width", POSITIVE)
     num_heads: int = setting(4, MODEL, "attention heads", POSITIVE)
     dff: int = setting(128, MODEL, "feed-forward width", POSITIVE)
-    norm: str = setting("layer", MODEL, "norm for every block: layer, rms or scale", _norm)
+    norm: str = setting(
+        "layer", MODEL, "norm for every block: layer, rms or scale", _norm
+    )
     epsilon: float = setting(1e-5, MODEL, "the norms' epsilon", number(above=0.0))
     batch_size: int = setting(32, TRAINING, "batch size", POSITIVE)
     steps: int = setting(300, TRAINING, "training steps per run", POSITIVE)
     learning_rate: float = setting(
         1e-2, TRAINING, "peak learning rate (Adam)", number(above=0.0)
     )
-    warmup_steps: int = setting(
-        60,
+    warmup_steps: int | None = setting(
+        None,
         TRAINING,
         "linear warm-up of the warm-up runs, then the peak rate held; at most "
         f"{MAX_WARMUP_FRACTION:.0%} of --steps. A Post-LN control without warm-up "
         "trains at the warm-up run's mean rate",
         POSITIVE,
+        optional=True,
+        default_text=f"{DEFAULT_WARMUP_FRACTION:.0%} of --steps, 60 at 300",
     )
     seeds: tuple = setting(
         (0, 1, 2), TRAINING, "seeds to run each variant with", _seeds, metavar="SEED"
     )
-    eval_size: int = setting(512, MEASUREMENT, "sequences in the fixed evaluation set", POSITIVE)
+    eval_size: int = setting(
+        512, MEASUREMENT, "sequences in the fixed evaluation set", POSITIVE
+    )
     eval_every: int = setting(10, MEASUREMENT, "evaluate every N steps", POSITIVE)
     histogram_every: int = setting(
         50,
@@ -222,7 +231,11 @@ class CompareConfig:
         for key, size in TASK_SIZES[values["task"]].items():
             if values[key] is None:
                 values[key] = size
-        longest = int(MAX_WARMUP_FRACTION * values["steps"])
+        if values["warmup_steps"] is None:
+            values["warmup_steps"] = max(
+                1, int(DEFAULT_WARMUP_FRACTION * values["steps"])
+            )
+        longest = max(1, int(MAX_WARMUP_FRACTION * values["steps"]))
         if values["warmup_steps"] > longest:
             raise ConfigError(
                 "warmup_steps",
@@ -241,6 +254,4 @@ class CompareConfig:
 
 
 #: The default of every setting, by name (what `--help` shows).
-DEFAULTS = {
-    field.name: field.default for field in dataclasses.fields(CompareConfig)
-}
+DEFAULTS = {field.name: field.default for field in dataclasses.fields(CompareConfig)}
