@@ -60,6 +60,9 @@ def test_unset_flags_leave_the_library_defaults_in_force():
     }
     config = CompareConfig.from_dict(compare_cli._options(args)).resolve()
     assert (config.steps, config.seeds, config.jit_compile) == (7, (4, 5), False)
+    args = build_parser().parse_args(["compare", "--depths", "6", "12", "18"])
+    config = CompareConfig.from_dict(compare_cli._options(args)).resolve()
+    assert config.depths == (6, 12, 18) and config.warmup_steps == 60
 
 
 def test_every_setting_has_a_flag_and_help_names_the_texts_source():

@@ -67,3 +67,11 @@ def test_task_batches_and_a_fixed_evaluation_set(task):
     # Always guessing "the" is right for a few percent of the masked words.
     assert 0.01 < task.chance < 0.2
     assert task.sizes["held_out_words"] > 0.05 * task.sizes["train_words"]
+
+
+def test_words_outside_the_vocabulary_are_never_targets():
+    rng = np.random.default_rng(3)
+    windows = rng.integers(1, 6, (500, 10)).astype("int32")  # 1 is [UNK]
+    _, _, weights = text_task.mask_windows(rng, windows, 6)
+    assert weights[windows == UNK].sum() == 0
+    assert weights[windows != UNK].sum() > 0

@@ -33,8 +33,8 @@ def flags_of(field):
 def add_setting_flags(parser, config_class, skip=()):
     """Adds one flag per field of `config_class`, grouped by `Setting.group`.
 
-    Fields whose default is a tuple take one or more values (`--seeds 0 1
-    2`); their reader receives the list. Fields named in `skip` get no flag.
+    Fields whose reader has `many = True` or whose default is a tuple take
+    one or more values (`--seeds 0 1 2`); their reader receives the list. Fields named in `skip` get no flag.
 
     Returns:
         `{group name: argparse group}`, for adding further flags.
@@ -68,8 +68,10 @@ def _add_flag(group, field, setting):
             default = " ".join(str(value) for value in default)
         elif default is None:
             default = "none"
-    # A tuple default takes a list of values, each read by the setting.
-    many = {"nargs": "+"} if isinstance(field.default, tuple) else {}
+    # A list setting (its reader says so, or its default is a tuple) takes
+    # one or more values; the reader gets the list.
+    listed = getattr(setting.read, "many", False) or isinstance(field.default, tuple)
+    many = {"nargs": "+"} if listed else {}
     group.add_argument(
         *flags,
         dest=field.name,

@@ -129,7 +129,9 @@ def layer_gradient_norms(model, encoder, tokens, targets, weights=None):
             losses = tf.nn.sparse_softmax_cross_entropy_with_logits(
                 labels=targets, logits=tf.cast(logits, tf.float32)
             )
-            loss = tf.reduce_sum(losses * weights) / tf.reduce_sum(weights)
+            loss = tf.reduce_sum(losses * weights) / tf.maximum(
+                tf.reduce_sum(weights), 1.0
+            )
     grads = tape.gradient(loss, flat)
     norms, start = [], 0
     for group in groups:

@@ -115,7 +115,8 @@ def weighted_cross_entropy(targets, logits, weights):
     losses = tf.nn.sparse_softmax_cross_entropy_with_logits(
         labels=targets, logits=tf.cast(logits, tf.float32)
     )
-    return tf.reduce_sum(losses * weights) / tf.reduce_sum(weights)
+    # At least 1: a batch with no weighted token gives 0, not NaN.
+    return tf.reduce_sum(losses * weights) / tf.maximum(tf.reduce_sum(weights), 1.0)
 
 
 class PositionTrainer:
@@ -180,7 +181,9 @@ class PositionTrainer:
         logits = self.model(tokens, training=False)
         predicted = tf.argmax(logits, axis=-1, output_type=tf.int32)
         hits = tf.cast(tf.equal(predicted, targets), tf.float32)
-        accuracy = tf.reduce_sum(hits * weights) / tf.reduce_sum(weights)
+        accuracy = tf.reduce_sum(hits * weights) / tf.maximum(
+            tf.reduce_sum(weights), 1.0
+        )
         return accuracy, weighted_cross_entropy(targets, logits, weights)
 
 

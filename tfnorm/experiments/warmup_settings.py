@@ -63,6 +63,9 @@ def _seeds(key, value):
     return tuple(read(key, seed) for seed in value)
 
 
+_seeds.many = True  # a list: `--flag A B C`
+
+
 def _depths(key, value):
     if isinstance(value, str):
         value = value.replace(",", " ").split()
@@ -74,6 +77,9 @@ def _depths(key, value):
     return tuple(read(key, depth) for depth in value)
 
 
+_depths.many = True  # a list: `--flag A B C`
+
+
 def _fractions(key, value):
     if isinstance(value, str):
         value = value.replace(",", " ").split()
@@ -83,6 +89,9 @@ def _fractions(key, value):
         )
     read = number(0.0, below=MAX_WARMUP_FRACTION + 1e-9)
     return tuple(float(read(key, fraction)) for fraction in value)
+
+
+_fractions.many = True  # a list: `--flag A B C`
 
 
 def _norm(key, value):
