@@ -11,11 +11,11 @@ from tfnorm.experiments.text_task import MASK, UNK, MaskedTextTask
 
 @pytest.fixture(scope="module")
 def task():
-    return MaskedTextTask(vocab_size=200, seq_len=16, eval_size=64)
+    return MaskedTextTask(vocab_size=200, seq_len=16, eval_size=64, unit="word")
 
 
 def test_the_text_is_real_english_prose_shipped_with_python():
-    words = text_task.topic_words()
+    words = text_task.topic_units("word")
     assert len(words) > 50  # topics of the language reference
     flat = [w for topic in words.values() for w in topic]
     assert len(flat) > 30_000
@@ -24,7 +24,7 @@ def test_the_text_is_real_english_prose_shipped_with_python():
 
 def test_held_out_split_is_the_end_of_every_topic():
     words = {"a": list("abcdefghij"), "b": list("klmnopqrst")}
-    train, test = text_task.split_words(words, held_out=0.2)
+    train, test = text_task.split_units(words, held_out=0.2)
     assert train == list("abcdefgh") + list("klmnopqr")
     assert test == list("ij") + list("st")
 
@@ -60,13 +60,25 @@ def test_task_batches_and_a_fixed_evaluation_set(task):
     assert inputs.shape == targets.shape == weights.shape == (8, 16)
     assert inputs.dtype == np.int32 and weights.dtype == np.float32
     assert targets.max() < 200
-    again = MaskedTextTask(vocab_size=200, seq_len=16, eval_size=64)
+    again = MaskedTextTask(vocab_size=200, seq_len=16, eval_size=64, unit="word")
     for part, same in zip(task.eval_data, again.eval_data):
         np.testing.assert_array_equal(part, same)
     assert task.eval_data[0].shape == (64, 16)
     # Always guessing "the" is right for a few percent of the masked words.
     assert 0.01 < task.chance < 0.2
-    assert task.sizes["held_out_words"] > 0.05 * task.sizes["train_words"]
+    assert task.sizes["held_out_units"] > 0.05 * task.sizes["train_units"]
+
+
+def test_characters_collapse_whitespace_and_underlines():
+    chars = text_task.topic_units("char")
+    text = "".join(next(iter(chars.values())))
+    assert "  " not in text and "\n" not in text
+    assert "***" not in text and "---" not in text
+    assert text == text.lower()
+    task = MaskedTextTask(vocab_size=48, seq_len=64, eval_size=16)
+    assert task.vocabulary[2] == " "  # the commonest character
+    assert task.sizes["unknown_fraction_train"] < 0.01
+    assert task.eval_data[0].shape == (16, 64)
 
 
 def test_words_outside_the_vocabulary_are_never_targets():

@@ -66,7 +66,9 @@ def make_task(cfg):
     if cfg.task == "mlm":
         from tfnorm.experiments.text_task import MaskedTextTask
 
-        return MaskedTextTask(cfg.vocab_size, cfg.seq_len, cfg.eval_size)
+        return MaskedTextTask(
+            cfg.vocab_size, cfg.seq_len, cfg.eval_size, unit=cfg.text_unit
+        )
     return ReverseTask(cfg.vocab_size, cfg.seq_len, cfg.eval_size)
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 
 from tfnorm._checks import MAX_SEED
-from tfnorm.choices import COMPARE_TASKS
+from tfnorm.choices import COMPARE_TASKS, TEXT_UNITS
 from tfnorm.training.settings import (
     ConfigError,
     boolean,
@@ -48,7 +48,8 @@ DEFAULT_WARMUP_FRACTION = 0.2
 #: Per-task sizes used when `vocab_size` or `seq_len` is left unset.
 TASK_SIZES = {
     "reverse": {"vocab_size": 10, "seq_len": 12},
-    "mlm": {"vocab_size": 1000, "seq_len": 32},
+    "mlm-char": {"vocab_size": 48, "seq_len": 64},
+    "mlm-word": {"vocab_size": 1000, "seq_len": 32},
 }
 
 
@@ -121,22 +122,28 @@ class CompareConfig:
         "(pydoc_data.topics.topics), no download",
         choice(COMPARE_TASKS),
     )
+    text_unit: str = setting(
+        "char",
+        TASK,
+        "the units mlm masks and predicts: characters or words",
+        choice(TEXT_UNITS),
+    )
     vocab_size: int | None = setting(
         None,
         TASK,
         "token vocabulary: symbols of the reverse task, or the most frequent "
-        "words of the text for mlm (plus [MASK] and [UNK])",
+        "characters or words of the text for mlm (plus [MASK] and [UNK])",
         POSITIVE,
         optional=True,
-        default_text="10 for reverse, 1000 for mlm",
+        default_text="10 for reverse; for mlm 48 characters or 1000 words",
     )
     seq_len: int | None = setting(
         None,
         TASK,
-        "sequence length (words for mlm)",
+        "sequence length (characters or words for mlm)",
         integer(2),
         optional=True,
-        default_text="12 for reverse, 32 for mlm",
+        default_text="12 for reverse; for mlm 64 characters or 32 words",
     )
     num_layers: int = setting(6, MODEL, "encoder blocks", POSITIVE)
     d_model: int = setting(32, MODEL, "model width", POSITIVE)
@@ -237,7 +244,10 @@ class CompareConfig:
             field.name: setting_of(field).parse(field.name, getattr(self, field.name))
             for field in dataclasses.fields(self)
         }
-        for key, size in TASK_SIZES[values["task"]].items():
+        sizes = values["task"]
+        if sizes == "mlm":
+            sizes = f"mlm-{values['text_unit']}"
+        for key, size in TASK_SIZES[sizes].items():
             if values[key] is None:
                 values[key] = size
         if values["warmup_steps"] is None:
