@@ -76,7 +76,7 @@ def markdown_table(rows, target=TARGET_ACCURACY):
         + [
             "final accuracy mean (min–max)",
             "held-out loss",
-            "grad norm, step 0",
+            "grad norm at step 0 (mean)",
             _early_label(rows[0]["steps"]),
             "init grad last/first layer",
         ]
