@@ -87,3 +87,24 @@ def test_words_outside_the_vocabulary_are_never_targets():
     _, _, weights = text_task.mask_windows(rng, windows, 6)
     assert weights[windows == UNK].sum() == 0
     assert weights[windows != UNK].sum() > 0
+
+
+@pytest.mark.slow
+def test_on_real_text_pre_ln_learns_where_post_ln_guesses_spaces(tmp_path):
+    # The default mlm size on seed 0 (~1-2 minutes): at the peak rate 1e-2
+    # Post-LN without warm-up only ever predicts the commonest character,
+    # Pre-LN learns beyond it. docs/experiments.md, section 4.
+    from tfnorm.experiments import warmup
+
+    result = warmup.run_comparison(
+        str(tmp_path),
+        log=lambda line: None,
+        task="mlm",
+        seeds=(0,),
+        histogram_every=0,
+        variant_settings=[("post", 0), ("pre", 0)],
+    )
+    chance = result["task"]["chance_accuracy"]
+    post, pre = result["table"]
+    assert post["final_accuracy_max"] < chance + 0.01
+    assert pre["final_accuracy_min"] > chance + 0.03
