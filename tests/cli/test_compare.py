@@ -102,6 +102,15 @@ def test_bad_values_are_one_line_errors_with_exit_status_2(
     assert not os.path.exists(output_dir)
 
 
+def test_an_output_dir_that_cannot_be_created_is_a_one_line_error(tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    assert main(["compare", "--output-dir", str(blocker / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("tfnorm compare: error: --output-dir: `output_dir`")
+    assert err.count("\n") == 1
+
+
 def test_compare_writes_the_results_and_prints_where_they_are(tmp_path, capsys):
     output_dir = str(tmp_path / "out")
     assert main(["compare", "--output-dir", output_dir] + TINY_FLAGS) == 0

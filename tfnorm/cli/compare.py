@@ -13,7 +13,7 @@ import os
 
 from tfnorm.cli.flags import add_setting_flags, describe, fail, given_settings
 from tfnorm.experiments.warmup_settings import CompareConfig
-from tfnorm.training.settings import ConfigError
+from tfnorm.training.settings import ConfigError, creatable
 
 DEFAULT_OUTPUT_DIR = os.path.join("runs", "compare")
 
@@ -65,6 +65,11 @@ def run(args):
         config = CompareConfig.from_dict(_options(args)).resolve()
     except ConfigError as error:
         return fail("compare", describe(error, CompareConfig))
+    try:
+        # Checked before minutes of training, not when the table is written.
+        creatable("directory")("output_dir", args.output_dir)
+    except ValueError as error:
+        return fail("compare", f"--output-dir: {error}")
     from tfnorm.experiments.warmup import run_comparison
 
     result = run_comparison(args.output_dir, config=config)
