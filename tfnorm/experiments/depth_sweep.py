@@ -10,7 +10,7 @@ Pre-LN without warm-up, for each of `cfg.sweep_seeds`, at the peak rate
 
 Writes `sweep.md` (one row per depth: each warm-up's outcome), `sweep.json`
 (every run's curves) and `sweep.png` (final accuracy against warm-up length,
-one line per depth, Pre-LN without warm-up as a marker at 0).
+one line per depth, Pre-LN without warm-up as a star just left of 0).
 """
 
 from __future__ import annotations
@@ -203,8 +203,10 @@ def plot_sweep(rows, depths, path, task):
         pre = next(
             r for r in rows if r["num_layers"] == depth and r["norm_position"] == "pre"
         )
+        # Side by side left of 0, so equal outcomes at several depths all show.
+        offset = -0.03 * (len(depths) - index) * max(max(warmups), 1)
         ax.plot(
-            [0],
+            [offset],
             [pre["final_accuracy_mean"]],
             marker="*",
             markersize=14,
