@@ -97,9 +97,11 @@ bench-tf29:
 	tools/tf29-root.sh run python bench/encoder.py --xla $(BENCH_ARGS) --markdown $(BENCH_DIR)/tf29-encoder.md --json $(BENCH_DIR)/tf29-encoder.json
 	tools/tf29-root.sh run python bench/train_loop.py $(BENCH_ARGS) --markdown $(BENCH_DIR)/tf29-train-loop.md --json $(BENCH_DIR)/tf29-train-loop.json
 
-# The Post-LN vs Pre-LN warm-up experiment at its small default (a few
-# minutes on 2 CPU cores); prints where the table, plot and TensorBoard logs are.
-# COMPARE_ARGS passes extra flags (e.g. a smaller size).
+# The Post-LN vs Pre-LN warm-up experiment at its small default (about 6
+# minutes on 2 CPU cores); prints where the table, plot and TensorBoard logs
+# (scalars and norm-output histograms) are. COMPARE_ARGS passes extra flags:
+# a smaller size, `--depths 6 12 18` for the depth sweep, `--task mlm` for
+# masked-language modelling on Python's own documentation text.
 DEMO_DIR ?= runs/compare
 COMPARE_ARGS ?=
 demo: venv

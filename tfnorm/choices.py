@@ -16,6 +16,11 @@ POOLINGS = ("mean", "cls")
 #: Synthetic tasks of `tfnorm.training.data.make_synthetic`.
 SYNTHETIC_TASKS = ("sorted", "duplicate", "majority")
 
+#: Tasks of `tfnorm compare` (`tfnorm.experiments.warmup.run_comparison`).
+COMPARE_TASKS = ("reverse", "mlm")
+#: Units of the `mlm` task (`tfnorm.experiments.text_task`).
+TEXT_UNITS = ("char", "word")
+
 #: Optimizer names of `tfnorm.training.make_optimizer`.
 OPTIMIZERS = ("adamw", "adam", "sgd")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -12,8 +13,10 @@ import pytest
 
 from tests.conftest import REPO
 from tfnorm.cli import compare as compare_cli
+from tfnorm.cli import flags
 from tfnorm.cli.main import build_parser, main
 from tfnorm.experiments import warmup
+from tfnorm.experiments.warmup_settings import CompareConfig
 
 TINY_FLAGS = [
     "--num-layers", "1",
@@ -23,10 +26,11 @@ TINY_FLAGS = [
     "--vocab-size", "5",
     "--seq-len", "4",
     "--batch-size", "4",
-    "--steps", "3",
-    "--warmup-steps", "2",
+    "--steps", "10",
+    "--warmup-steps", "3",
     "--eval-size", "8",
-    "--eval-every", "3",
+    "--eval-every", "5",
+    "--histogram-every", "0",
     "--seeds", "1",
     "--no-jit",
 ]  # fmt: skip
@@ -49,11 +53,63 @@ def test_unset_flags_leave_the_library_defaults_in_force():
     args = build_parser().parse_args(
         ["compare", "--steps", "7", "--seeds", "4", "5", "--no-jit"]
     )
+    # Raw values: the settings' own readers check and convert them.
     assert compare_cli._options(args) == {
-        "steps": 7,
-        "seeds": [4, 5],
+        "steps": "7",
+        "seeds": ["4", "5"],
         "jit_compile": False,
     }
+    config = CompareConfig.from_dict(compare_cli._options(args)).resolve()
+    assert (config.steps, config.seeds, config.jit_compile) == (7, (4, 5), False)
+    args = build_parser().parse_args(["compare", "--depths", "6", "12", "18"])
+    config = CompareConfig.from_dict(compare_cli._options(args)).resolve()
+    assert config.depths == (6, 12, 18) and config.warmup_steps == 60
+
+
+def test_every_setting_has_a_flag_and_help_names_the_texts_source():
+    subcommands = next(
+        a for a in build_parser()._actions if a.dest == "command"
+    ).choices
+    text = " ".join(subcommands["compare"].format_help().split())
+    for field in dataclasses.fields(CompareConfig):
+        assert flags.flags_of(field)[0] in text
+    assert "pydoc_data.topics" in text
+    assert "--task {reverse,mlm}" in text
+
+
+@pytest.mark.parametrize(
+    "flag, value, message",
+    [
+        ("--steps", "0", "--steps: `steps` must be an integer in [1, "),
+        ("--steps", "2.7", "Received: steps='2.7'"),
+        ("--steps", "true", "Received: steps='true'"),
+        ("--seeds", "x", "--seeds: `seeds` must be an integer"),
+        ("--task", "poetry", "--task: `task` must be one of 'reverse', 'mlm'"),
+        ("--warmup-steps", "100", "--warmup-steps: `warmup_steps` must be at most 30%"),
+        ("--learning-rate", "-1", "--learning-rate: `learning_rate`"),
+        ("--depths", "0", "--depths: `depths` must be an integer in [1, 64]"),
+    ],
+)
+def test_bad_values_are_one_line_errors_with_exit_status_2(
+    tmp_path, capsys, flag, value, message
+):
+    output_dir = str(tmp_path / "out")
+    assert main(["compare", "--output-dir", output_dir, flag, value]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith("tfnorm compare: error: ")
+    assert message in captured.err
+    assert captured.err.count("\n") == 1 and "Traceback" not in captured.err
+    assert not os.path.exists(output_dir)
+
+
+def test_an_output_dir_that_cannot_be_created_is_a_one_line_error(tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    assert main(["compare", "--output-dir", str(blocker / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("tfnorm compare: error: --output-dir: `output_dir`")
+    assert err.count("\n") == 1
 
 
 def test_compare_writes_the_results_and_prints_where_they_are(tmp_path, capsys):
@@ -67,7 +123,7 @@ def test_compare_writes_the_results_and_prints_where_they_are(tmp_path, capsys):
     with open(os.path.join(output_dir, "results.json")) as f:
         config = json.load(f)["config"]
     assert (
-        config["steps"] == 3
+        config["steps"] == 10
         and config["seeds"] == [1]
         and config["jit_compile"] is False
     )

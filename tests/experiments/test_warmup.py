@@ -12,6 +12,7 @@ import pytest
 
 from tfnorm._keras import tf
 from tfnorm.experiments import warmup
+from tfnorm.training.settings import ConfigError
 
 TINY = {
     "num_layers": 2,
@@ -21,14 +22,24 @@ TINY = {
     "vocab_size": 6,
     "seq_len": 5,
     "batch_size": 8,
-    "steps": 6,
+    "steps": 10,
     "learning_rate": 1e-2,
-    "warmup_steps": 4,
+    "warmup_steps": 3,
     "seeds": (3,),
     "eval_size": 32,
-    "eval_every": 3,
+    "eval_every": 5,
+    "histogram_every": 5,
     "jit_compile": False,
 }
+# Linear warm-up over 3 steps (rates 1/3, 2/3, 1 of the peak), then the peak.
+TINY_MEAN_RATE = 1e-2 * (1 / 3 + 2 / 3 + 1 + 7) / 10
+NAMES = [
+    "post-LN, no warm-up",
+    "post-LN, warm-up 3",
+    f"post-LN, no warm-up, rate {TINY_MEAN_RATE:.3g}",
+    "pre-LN, no warm-up",
+    "pre-LN, warm-up 3",
+]
 
 
 @pytest.fixture(scope="module")
@@ -39,40 +50,62 @@ def tiny_result(tmp_path_factory):
     return output_dir, result, lines
 
 
-def test_writes_one_table_row_per_variant(tiny_result):
+def test_writes_one_table_row_per_variant_and_one_per_seed(tiny_result):
     output_dir, result, lines = tiny_result
-    names = [row["variant"] for row in result["table"]]
-    assert names == [
-        "post-LN, no warm-up",
-        "post-LN, warm-up 4",
-        "pre-LN, no warm-up",
-        "pre-LN, warm-up 4",
-    ]
+    assert [row["variant"] for row in result["table"]] == NAMES
     with open(os.path.join(output_dir, "results.csv")) as f:
         rows = list(csv.DictReader(f))
-    assert [row["variant"] for row in rows] == names
+    assert [row["variant"] for row in rows] == NAMES
     with open(os.path.join(output_dir, "results.md")) as f:
-        markdown = f.read().splitlines()
-    assert len(markdown) == 2 + len(names)
-    assert all(name in "\n".join(markdown) for name in names)
+        markdown = f.read()
+    summary, per_seed = markdown.split("Every seed:")
+    assert len(summary.strip().splitlines()) == 2 + len(NAMES)
+    assert len(per_seed.strip().splitlines()) == 2 + len(NAMES)
     with open(os.path.join(output_dir, "results.json")) as f:
         saved = json.load(f)
     assert saved["table"] == json.loads(json.dumps(result["table"]))
     assert saved["config"]["steps"] == TINY["steps"]
-    assert len(lines) == 1 + len(names)  # a header and one line per run
+    assert saved["task"]["name"] == "reverse"
+    assert saved["task"]["chance_accuracy"] == pytest.approx(1 / 6)
+    assert len(lines) == 1 + len(NAMES)  # a header and one line per run
+
+
+def test_rows_carry_the_rates_and_lengths_that_isolate_warmup(tiny_result):
+    _, result, _ = tiny_result
+    rows = {row["variant"]: row for row in result["table"]}
+    warm, control = rows[NAMES[1]], rows[NAMES[2]]
+    assert warm["learning_rate"] == pytest.approx(1e-2)
+    assert warm["warmup_steps"] == 3 and warm["steps"] == 10
+    assert warm["mean_learning_rate"] == pytest.approx(TINY_MEAN_RATE)
+    # The control trains at the warm-up run's mean rate, without warm-up.
+    assert control["warmup_steps"] == 0
+    assert control["learning_rate"] == pytest.approx(TINY_MEAN_RATE)
+    assert control["mean_learning_rate"] == pytest.approx(TINY_MEAN_RATE)
+    plain = rows[NAMES[0]]
+    assert plain["mean_learning_rate"] == pytest.approx(1e-2)
 
 
 def test_every_run_records_its_curves(tiny_result):
     _, result, _ = tiny_result
-    assert len(result["runs"]) == 4
+    assert len(result["runs"]) == len(NAMES)
     for run in result["runs"]:
         assert len(run["losses"]) == TINY["steps"]
         assert np.all(np.isfinite(run["losses"]))
-        assert run["eval_steps"] == [3, 6]
+        assert run["eval_steps"] == [5, 10]
         assert all(0.0 <= a <= 1.0 for a in run["eval_accuracy"])
         assert len(run["init_layer_gradient_norms"]) == TINY["num_layers"]
         assert all(n > 0 for n in run["init_layer_gradient_norms"])
-        assert run["max_gradient_norm_early"] == max(run["gradient_norms"])
+
+
+def test_early_gradient_norm_leaves_out_step_0(tiny_result):
+    _, result, _ = tiny_result
+    for run in result["runs"]:
+        norms = run["gradient_norms"]
+        assert run["gradient_norm_step0"] == norms[0]
+        assert run["max_gradient_norm_early"] == max(norms[1:])
+    # Step 0 is at the initial weights: the same for every variant of a seed.
+    post = [r["gradient_norm_step0"] for r in result["runs"][:3]]
+    assert post == pytest.approx([post[0]] * 3, rel=1e-5)
 
 
 def test_warmup_changes_training_but_not_the_initialisation(tiny_result):
@@ -80,7 +113,7 @@ def test_warmup_changes_training_but_not_the_initialisation(tiny_result):
     by_name = {run["variant"]: run for run in result["runs"]}
     for position in ("post", "pre"):
         plain = by_name[f"{position}-LN, no warm-up"]
-        warm = by_name[f"{position}-LN, warm-up 4"]
+        warm = by_name[f"{position}-LN, warm-up 3"]
         # Same seed, same weights: identical first loss and gradients at init.
         assert warm["losses"][0] == pytest.approx(plain["losses"][0], rel=1e-5)
         np.testing.assert_allclose(
@@ -94,43 +127,81 @@ def test_warmup_changes_training_but_not_the_initialisation(tiny_result):
     assert not np.allclose(post, pre)
 
 
-def _scalars(event_dir):
-    values = {}
+def test_the_same_call_gives_the_same_numbers(tiny_result, tmp_path):
+    _, result, _ = tiny_result
+    again = warmup.run_comparison(
+        str(tmp_path),
+        log=lambda line: None,
+        variant_settings=[("post", 0)],
+        **{**TINY, "histogram_every": 0},
+    )
+    first = result["runs"][0]
+    assert again["runs"][0]["losses"] == first["losses"]
+    assert again["runs"][0]["eval_accuracy"] == first["eval_accuracy"]
+
+
+def _events(event_dir):
+    scalars, histograms = {}, {}
     for path in glob.glob(os.path.join(event_dir, "events.out.tfevents.*")):
         for event in tf.compat.v1.train.summary_iterator(path):
             for value in event.summary.value:
-                number = (
-                    float(tf.make_ndarray(value.tensor))
-                    if value.HasField("tensor")
-                    else value.simple_value
-                )
-                values.setdefault(value.tag, {})[event.step] = number
-    return values
+                if value.HasField("tensor"):
+                    array = tf.make_ndarray(value.tensor)
+                    if array.ndim == 2:  # a histogram: (buckets, 3)
+                        histograms.setdefault(value.tag, {})[event.step] = array
+                        continue
+                    number = float(array)
+                else:
+                    number = value.simple_value
+                scalars.setdefault(value.tag, {})[event.step] = number
+    return scalars, histograms
 
 
 def test_tensorboard_scalars_include_the_warmup_learning_rate(tiny_result):
     output_dir, result, _ = tiny_result
     runs = sorted(os.listdir(os.path.join(output_dir, "tensorboard")))
-    assert runs == [
-        "post_no_warmup_seed3",
-        "post_warmup4_seed3",
-        "pre_no_warmup_seed3",
-        "pre_warmup4_seed3",
-    ]
-    warm = _scalars(os.path.join(output_dir, "tensorboard", "pre_warmup4_seed3"))
-    assert warm["learning_rate"][0] == pytest.approx(1e-2 / 4)
-    assert warm["learning_rate"][5] == pytest.approx(1e-2)
-    plain = _scalars(os.path.join(output_dir, "tensorboard", "pre_no_warmup_seed3"))
+    assert runs == sorted(
+        [
+            "post_no_warmup_seed3",
+            "post_warmup3_seed3",
+            f"post_no_warmup_rate{TINY_MEAN_RATE:.3g}_seed3",
+            "pre_no_warmup_seed3",
+            "pre_warmup3_seed3",
+        ]
+    )
+    warm, _ = _events(os.path.join(output_dir, "tensorboard", "pre_warmup3_seed3"))
+    assert warm["learning_rate"][0] == pytest.approx(1e-2 / 3)
+    assert warm["learning_rate"][2] == pytest.approx(1e-2)
+    assert warm["learning_rate"][9] == pytest.approx(1e-2)  # held after warm-up
+    plain, _ = _events(os.path.join(output_dir, "tensorboard", "pre_no_warmup_seed3"))
     assert plain["learning_rate"][0] == pytest.approx(1e-2)
     recorded = [r for r in result["runs"] if r["variant"] == "pre-LN, no warm-up"][0]
     assert [plain["loss"][s] for s in range(TINY["steps"])] == pytest.approx(
         recorded["losses"], rel=1e-6
     )
-    assert sorted(plain["eval_token_accuracy"]) == [2, 5]
+    assert sorted(plain["eval_token_accuracy"]) == [4, 9]
     assert len(plain["init_ffn_gradient_norm"]) == TINY["num_layers"]
 
 
-def test_plot_is_a_png_with_three_panels(tiny_result):
+def test_tensorboard_has_histograms_of_every_norm_output_per_run(tiny_result):
+    output_dir, _, _ = tiny_result
+    for run in os.listdir(os.path.join(output_dir, "tensorboard")):
+        scalars, histograms = _events(
+            os.path.join(output_dir, "tensorboard", run, "norms")
+        )
+        # Two norms per block (attention, FFN), and Pre-LN's final norm.
+        expected = 2 * TINY["num_layers"] + (1 if run.startswith("pre") else 0)
+        assert len(histograms) == expected, sorted(histograms)
+        for tag, by_step in histograms.items():
+            assert tag.endswith("/outputs")
+            assert sorted(by_step) == [0, 5, 10]
+            assert by_step[0][:, 2].sum() > 0  # bucket counts
+        # A normalised output has (about) zero mean over its features.
+        means = [v[0] for t, v in scalars.items() if t.endswith("outputs/mean")]
+        assert means and all(abs(m) < 0.5 for m in means)
+
+
+def test_plot_is_a_png_with_four_panels(tiny_result):
     output_dir, _, _ = tiny_result
     path = os.path.join(output_dir, "comparison.png")
     with open(path, "rb") as f:
@@ -139,24 +210,29 @@ def test_plot_is_a_png_with_three_panels(tiny_result):
 
     image = matplotlib.image.imread(path)
     height, width = image.shape[:2]
-    assert width > 2.5 * height  # three panels side by side
+    assert width > 3.5 * height  # four panels side by side
     # Not a blank canvas: many distinct colours were drawn.
     assert len(np.unique(image.reshape(-1, image.shape[-1]), axis=0)) > 50
 
 
 def test_variant_settings_choose_the_runs(tmp_path):
-    settings = [("sandwich", 0), ("deepnorm", 0), ("deepnorm", 2)]
+    settings = [("sandwich", 0), ("deepnorm", 0), ("deepnorm", 2), ("pre", 0, 1e-3)]
     result = warmup.run_comparison(
-        str(tmp_path), variant_settings=settings, log=lambda line: None, **TINY
+        str(tmp_path),
+        variant_settings=settings,
+        log=lambda line: None,
+        **{**TINY, "histogram_every": 0},
     )
     assert [row["variant"] for row in result["table"]] == [
         "sandwich-LN, no warm-up",
         "deepnorm-LN, no warm-up",
         "deepnorm-LN, warm-up 2",
+        "pre-LN, no warm-up, rate 0.001",
     ]
-    assert [(r["norm_position"], r["warmup_steps"]) for r in result["runs"]] == (
-        settings
-    )
+    assert [(r["norm_position"], r["warmup_steps"]) for r in result["runs"]] == [
+        s[:2] for s in settings
+    ]
+    assert result["runs"][-1]["learning_rate"] == pytest.approx(1e-3)
     assert all(len(r["losses"]) == TINY["steps"] for r in result["runs"])
     assert os.path.isfile(result["paths"]["plot"])
     assert len(os.listdir(result["paths"]["tensorboard"])) == len(settings)
@@ -168,7 +244,12 @@ def test_variant_settings_choose_the_runs(tmp_path):
         ({"layers": 2}, r"Unknown option\(s\) \['layers'\]"),
         ({"warmup_steps": 0}, "warmup_steps=0"),
         ({"steps": 0}, "steps=0"),
-        ({"seeds": ()}, r"seeds=\[\]"),
+        ({"steps": 2.7}, "steps=2.7"),
+        ({"steps": True}, "steps=True"),
+        ({"steps": 100, "warmup_steps": 31}, "at most 30% of `steps`"),
+        ({"seeds": ()}, r"seeds=\(\)"),
+        ({"task": "translate"}, "task='translate'"),
+        ({"num_heads": 3}, "num_heads=3"),
         (
             {"variant_settings": [("middle", 0)]},
             r"variant_settings=\[\('middle', 0\)\]",
@@ -183,13 +264,22 @@ def test_invalid_options_are_named(tmp_path, overrides, message):
     assert not os.listdir(tmp_path)
 
 
+def test_a_config_error_names_its_setting():
+    with pytest.raises(ConfigError) as caught:
+        warmup.run_comparison("unused", steps="many")
+    assert caught.value.key == "steps"
+
+
 @pytest.mark.slow
-def test_default_size_shows_pre_ln_training_without_warmup_where_post_ln_does_not(
-    tmp_path,
-):
-    # The calibrated claim at the default size, on one seed (~1-2 minutes).
-    result = warmup.run_comparison(str(tmp_path), seeds=(0,))
+def test_default_size_isolates_warmup_on_one_seed(tmp_path):
+    # The calibrated claim at the default size, on one seed (~1-2 minutes):
+    # warm-up rescues Post-LN, its mean rate without warm-up does not, and
+    # Pre-LN needs no warm-up.
+    result = warmup.run_comparison(str(tmp_path), seeds=(0,), histogram_every=0)
     rows = {row["variant"]: row for row in result["table"]}
     assert rows["pre-LN, no warm-up"]["seeds_reaching_target"] == 1
+    assert rows["post-LN, warm-up 60"]["seeds_reaching_target"] == 1
     assert rows["post-LN, no warm-up"]["seeds_reaching_target"] == 0
     assert rows["post-LN, no warm-up"]["final_accuracy_max"] < 0.5
+    control = next(r for r in result["table"] if "rate" in r["variant"])
+    assert control["seeds_reaching_target"] == 0

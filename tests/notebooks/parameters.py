@@ -9,7 +9,7 @@ every cell of the notebook still runs.
 from __future__ import annotations
 
 SMALL_PARAMETERS = {
-    "02_pre_vs_post_ln": "NUM_LAYERS = 1\nSTEPS = 20\nWARMUP_STEPS = 10\n"
+    "02_pre_vs_post_ln": "NUM_LAYERS = 1\nSTEPS = 20\nWARMUP_STEPS = 5\n"
     "GRADIENT_LAYERS = 2\n",
     "03_tensorboard_norm_monitoring": "EPOCHS = 1\n",
     "04_multi_gpu": "EPOCHS = 1\nNUM_EXAMPLES = 512\n",

@@ -1,97 +1,88 @@
-"""`tfnorm compare`: the Post-LN vs Pre-LN warm-up experiment, measured."""
+"""`tfnorm compare`: the Post-LN vs Pre-LN warm-up experiment, measured.
+
+The flags are generated from `CompareConfig`'s declarations
+(`tfnorm.experiments.warmup_settings`), and their values are read by the
+same code as a notebook's `run_comparison(...)` arguments, so a bad value
+gets the same one-line error (exit status 2) from either.
+"""
 
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
 import sys
 
+from tfnorm.cli.flags import add_setting_flags, describe, fail, given_settings
+from tfnorm.experiments.warmup_settings import CompareConfig
+from tfnorm.training.settings import ConfigError, creatable
+
 DEFAULT_OUTPUT_DIR = os.path.join("runs", "compare")
+
+EPILOG = """\
+examples:
+  tfnorm compare                                  # the demo: `make demo`
+  tfnorm compare --depths 6 12 18 --output-dir runs/sweep
+  tfnorm compare --task mlm --steps 600 --warmup-steps 120 --output-dir runs/mlm
+
+outputs (in --output-dir): results.md/.csv/.json (the table; every run's
+curves in the JSON), comparison.png, tensorboard/ (per run: scalars, and
+norms/ with histograms of every norm layer's outputs), and with --depths
+sweep.md/.json and sweep.png.
+"""
 
 
 def add_parser(subparsers):
     parser = subparsers.add_parser(
         "compare",
         help="train Post-LN and Pre-LN with and without warm-up and compare",
-        description="Train Post-LN and Pre-LN encoders, each with and without a "
-        "learning-rate warm-up, for a few seeds on a synthetic token task "
-        "(target = input reversed), then write a table (results.md, results.csv, "
-        "results.json), a plot (comparison.png: loss and accuracy curves, "
-        "per-layer gradient norms at initialisation) and TensorBoard scalars "
-        "into --output-dir. The defaults run in a few minutes on 2 CPU cores.",
+        description="Train Post-LN and Pre-LN encoders with and without a "
+        "learning-rate warm-up that ends early (then the peak rate is held), "
+        "plus a Post-LN control at the warm-up run's mean rate, for a few "
+        "seeds on a synthetic token task (reverse) or masked-language "
+        "modelling on the Python language reference's prose "
+        "(pydoc_data.topics, shipped with CPython); then write a table, a "
+        "plot and TensorBoard logs into --output-dir. The defaults run in a "
+        "few minutes on 2 CPU cores.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        argument_default=argparse.SUPPRESS,
     )
-    from_defaults = "(default: %(default)s)"
     parser.add_argument(
         "--output-dir",
         default=DEFAULT_OUTPUT_DIR,
-        help=f"where the table, plot and TensorBoard logs go {from_defaults}",
+        help="where the table, plot and TensorBoard logs go (default: %(default)s)",
     )
-    # Defaults are None: unset flags leave the library's defaults in force.
-    for flag, kind, text in (
-        ("--num-layers", int, "encoder blocks"),
-        ("--d-model", int, "model width"),
-        ("--num-heads", int, "attention heads"),
-        ("--dff", int, "feed-forward width"),
-        ("--vocab-size", int, "token vocabulary of the task"),
-        ("--seq-len", int, "sequence length of the task"),
-        ("--batch-size", int, "batch size"),
-        ("--steps", int, "training steps per run"),
-        ("--learning-rate", float, "peak learning rate"),
-        ("--warmup-steps", int, "linear warm-up length of the warm-up runs"),
-        ("--norm", str, "norm for every block: layer, rms or scale"),
-        ("--eval-size", int, "sequences in the fixed evaluation set"),
-        ("--eval-every", int, "evaluate every N steps"),
-    ):
-        parser.add_argument(
-            flag, type=kind, default=None, help=_with_default(flag, text)
-        )
-    parser.add_argument(
-        "--seeds",
-        type=int,
-        nargs="+",
-        default=None,
-        help=_with_default("--seeds", "seeds to run each variant with"),
-    )
-    parser.add_argument(
-        "--no-jit",
-        dest="jit_compile",
-        action="store_false",
-        default=None,
-        help="do not XLA-compile the training step",
-    )
+    add_setting_flags(parser, CompareConfig)
     parser.set_defaults(func=run)
 
 
-def _with_default(flag, text):
-    from tfnorm.experiments.warmup_settings import DEFAULTS
-
-    value = DEFAULTS[flag[2:].replace("-", "_")]
-    if isinstance(value, tuple):
-        value = " ".join(str(v) for v in value)
-    return f"{text} (default: {value})"
-
-
 def _options(args):
-    """The library options the user set on the command line (None = unset)."""
-    from tfnorm.experiments.warmup_settings import DEFAULTS
-
-    return {
-        name: getattr(args, name)
-        for name in DEFAULTS
-        if getattr(args, name, None) is not None
-    }
+    """The settings given on the command line, as raw values (unset ones absent)."""
+    return given_settings(args, CompareConfig)
 
 
 def run(args):
+    try:
+        config = CompareConfig.from_dict(_options(args)).resolve()
+    except ConfigError as error:
+        return fail("compare", describe(error, CompareConfig))
+    try:
+        # Checked before minutes of training, not when the table is written.
+        creatable("directory")("output_dir", args.output_dir)
+    except ValueError as error:
+        return fail("compare", f"--output-dir: {error}")
     from tfnorm.experiments.warmup import run_comparison
 
-    result = run_comparison(args.output_dir, **_options(args))
+    result = run_comparison(args.output_dir, config=config)
     paths = result["paths"]
     print()
     with open(paths["markdown"]) as f:
         print(f.read())
     print(f"table:       {paths['markdown']} (also {paths['csv']}, {paths['json']})")
     print(f"plot:        {paths['plot']}")
+    if "sweep_plot" in paths:
+        print(f"sweep:       {paths['sweep_markdown']} and {paths['sweep_plot']}")
     print(f"tensorboard: {tensorboard_command()} --logdir {paths['tensorboard']}")
     return 0
 

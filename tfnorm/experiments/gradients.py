@@ -103,12 +103,14 @@ def token_cross_entropy(targets, logits):
     )
 
 
-def layer_gradient_norms(model, encoder, tokens, targets):
+def layer_gradient_norms(model, encoder, tokens, targets, weights=None):
     """Gradient norm of each block's feed-forward weights, per block.
 
     All the FFN's weights of a block together (both kernels and biases) in
     the trained model; `ffn_gradient_norms_at_init` measures
     Xiong et al.'s exact quantity (the second FFN kernel) on a bare encoder.
+    `weights` (per token, e.g. the masked positions of a masked-language
+    task) weight the cross-entropy; by default every token counts.
 
     Returns:
         A list with one float per encoder block, bottom block first.
@@ -120,7 +122,16 @@ def layer_gradient_norms(model, encoder, tokens, targets):
         groups.append(ffn or list(block.trainable_variables))
     flat = [v for group in groups for v in group]
     with tf.GradientTape() as tape:
-        loss = token_cross_entropy(targets, model(tokens, training=True))
+        logits = model(tokens, training=True)
+        if weights is None:
+            loss = token_cross_entropy(targets, logits)
+        else:
+            losses = tf.nn.sparse_softmax_cross_entropy_with_logits(
+                labels=targets, logits=tf.cast(logits, tf.float32)
+            )
+            loss = tf.reduce_sum(losses * weights) / tf.maximum(
+                tf.reduce_sum(weights), 1.0
+            )
     grads = tape.gradient(loss, flat)
     norms, start = [], 0
     for group in groups:

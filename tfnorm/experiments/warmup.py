@@ -3,20 +3,24 @@
 Xiong et al. (2020) show that at initialisation a Post-LN Transformer's
 gradients near the output are large and do not shrink with depth, which makes
 a learning-rate warm-up necessary, while Pre-LN's shrink like 1/sqrt(L) and it
-trains without warm-up. `run_comparison` measures that claim on a small
-synthetic task: each of Post-LN and Pre-LN is trained with and without a
-warm-up for a few seeds, and the run reports how many seeds learn the task,
-how fast, the largest gradient norm seen, and the per-layer gradient norms at
-initialisation.
+trains without warm-up. `run_comparison` measures that claim: Post-LN and
+Pre-LN are each trained without warm-up and with a linear warm-up that ends
+early (at most 30% of the run; then the peak rate is held), for a few seeds,
+plus a control that separates "warm-up helps" from "a lower learning rate
+helps": Post-LN without warm-up at a constant rate equal to the warm-up run's
+mean rate. The run reports how many seeds learn the task, how fast, the
+gradient norm at step 0 and the largest one in the early steps after it, and
+the per-layer gradient norms at initialisation; `depths=(6, 12, 18)` adds a
+depth sweep (`tfnorm.experiments.depth_sweep`).
 
-The task ("reverse": the target is the input reversed) and the training of
-one variant for one seed are in `warmup_runs`; the tables and the figure in
-`warmup_report`. The default size was calibrated on
-2 CPU cores with 3 seeds: with 6 layers and a peak learning rate of 1e-2,
-Post-LN without warm-up stays at chance, Pre-LN reaches 95% token accuracy
-within ~100 steps, and Post-LN with a 300-step warm-up within ~150-200. Compare
-such outcomes (accuracy reached, steps to 95%) across machines, not exact
-losses.
+The tasks and the training of one variant for one seed are in
+`warmup_runs` (and `text_task` for masked-language modelling on real text);
+the tables and the figure in `warmup_report`. The default size was
+calibrated on 2 CPU cores: with 6 layers and a peak learning rate of 1e-2
+held after a 60-step warm-up, Post-LN without warm-up (and at the warm-up's
+mean rate) stays near chance on the reverse task, Pre-LN reaches 95% token
+accuracy within ~60 steps, and Post-LN with warm-up within ~120-200.
+`docs/experiments.md` gives the measured tables.
 
 Reference: [Xiong et al., 2020, "On Layer Normalization in the Transformer
 Architecture"](https://arxiv.org/abs/2002.04745).
@@ -30,28 +34,33 @@ import os
 
 import numpy as np
 
-from tfnorm._checks import is_int
+from tfnorm._checks import is_int, is_real
 from tfnorm.choices import NORM_POSITIONS
 from tfnorm.experiments.warmup_report import (
     EARLY_STEPS,
     TARGET_ACCURACY,
     markdown_table,
+    per_seed_table,
     plot,
     summarise,
 )
 from tfnorm.experiments.warmup_runs import (
     PositionTrainer,
     build_model,
+    learning_rates,
+    make_task,
     reverse_task,
     train_run,
 )
-from tfnorm.experiments.warmup_settings import DEFAULTS
+from tfnorm.experiments.warmup_settings import DEFAULTS, CompareConfig
+from tfnorm.training.settings import ConfigError
 
 __all__ = [
     "DEFAULTS",
     "EARLY_STEPS",
     "POSITIONS",
     "TARGET_ACCURACY",
+    "CompareConfig",
     "build_model",
     "reverse_task",
     "run_comparison",
@@ -60,165 +69,205 @@ __all__ = [
 
 POSITIONS = ("post", "pre")
 
-#: The options that count something, so must be at least 1.
-_COUNTS = (
-    "num_layers",
-    "d_model",
-    "num_heads",
-    "dff",
-    "vocab_size",
-    "seq_len",
-    "batch_size",
-    "steps",
-    "eval_size",
-    "eval_every",
-)
 
+def variants(cfg, settings=None):
+    """The runs per seed, as dicts with `name`, `slug`, `norm_position`, `warmup_steps`, `learning_rate`.
 
-def variants(warmup_steps, settings=None):
-    """The runs per seed as (name, norm_position, warmup_steps).
-
-    `settings` is a list of (norm_position, warmup_steps) pairs; by default
-    each of `POSITIONS` without warm-up and with `warmup_steps` of it.
+    `settings` is a list of `(norm_position, warmup_steps)` or
+    `(norm_position, warmup_steps, learning_rate)` tuples (the rate is the
+    peak, `cfg.learning_rate` when not given). By default: Post-LN without
+    warm-up, with `cfg.warmup_steps` of it, and without warm-up at the
+    warm-up run's mean rate (the control); Pre-LN without and with warm-up.
     """
+    peak = cfg.learning_rate
     if settings is None:
-        settings = [(p, s) for p in POSITIONS for s in (0, warmup_steps)]
-    return [
-        (
-            f"{position}-LN, {f'warm-up {steps}' if steps else 'no warm-up'}",
-            position,
-            steps,
+        mean = float(np.mean(learning_rates(peak, cfg.warmup_steps, cfg.steps)))
+        settings = [
+            ("post", 0),
+            ("post", cfg.warmup_steps),
+            ("post", 0, mean),
+            ("pre", 0),
+            ("pre", cfg.warmup_steps),
+        ]
+    result = []
+    for setting in settings:
+        position, warmup = setting[0], int(setting[1])
+        rate = float(setting[2]) if len(setting) == 3 else peak
+        name = f"{position}-LN, " + (f"warm-up {warmup}" if warmup else "no warm-up")
+        slug = f"{position}_" + (f"warmup{warmup}" if warmup else "no_warmup")
+        if rate != peak:
+            name += f", rate {rate:.3g}"
+            slug += f"_rate{rate:.3g}"
+        result.append(
+            {
+                "name": name,
+                "slug": slug.replace("-", ""),
+                "norm_position": position,
+                "warmup_steps": warmup,
+                "learning_rate": rate,
+            }
         )
-        for position, steps in settings
-    ]
+    return result
 
 
-def run_comparison(output_dir, log=print, variant_settings=None, **overrides):
+def run_comparison(
+    output_dir, log=print, variant_settings=None, config=None, **overrides
+):
     """Runs the Post-LN vs Pre-LN experiment and writes its results.
 
-    Every combination of Post-LN/Pre-LN and no warm-up/`warmup_steps` warm-up
-    (or the variants `variant_settings` names) is trained for each seed on the
-    "reverse" task with a constant learning rate after the (optional) linear
-    warm-up.
+    Each variant (see `variants`) is trained for each seed, with its
+    learning rate warmed up linearly (or not) and then held at its peak.
+    With `config.deterministic` (the default) TensorFlow's deterministic
+    ops are turned on for the process (`enable_op_determinism`), so the same
+    call on the same runtime gives the same numbers.
 
     Writes into `output_dir`:
 
-    * `results.md` and `results.csv`: the table, one row per variant (seeds
-      reaching 95% token accuracy, median steps to get there, final accuracy,
-      the largest gradient norm in the first 200 steps, and the ratio of the
-      last to the first layer's FFN gradient norm at initialisation);
-    * `results.json`: the configuration, the table and every run's curves;
+    * `results.md` and `results.csv`: the table, one row per variant (peak
+      and mean learning rate, warm-up and run length, seeds reaching the
+      task's target accuracy, median steps to get there, final accuracy,
+      the gradient norm at step 0 and the largest one in steps 1 to
+      `EARLY_STEPS`, the ratio of the last to the first layer's FFN
+      gradient norm at initialisation); `results.md` also has every seed's
+      row;
+    * `results.json`: the configuration, the task, the table and every
+      run's curves;
     * `comparison.png`: loss curves, accuracy curves and the per-layer
       gradient norms at initialisation;
-    * `tensorboard/<variant>_seed<k>/`: the scalars per step.
+    * `tensorboard/<variant>_seed<k>/`: the scalars per step, and in its
+      `norms/` the histograms of every norm layer's outputs;
+    * with `depths`: `sweep.md`, `sweep.json` and `sweep.png`.
 
     Example:
 
     >>> from tfnorm.experiments.warmup import run_comparison
-    >>> result = run_comparison("runs/compare", num_layers=2, steps=20, seeds=(0,))
+    >>> result = run_comparison(
+    ...     "runs/compare", num_layers=2, steps=20, warmup_steps=5, seeds=(0,))
 
     Args:
         output_dir: directory to write into (created if needed).
         log: function called with one progress line at a time. Defaults to
             `print`.
-        variant_settings: list of `(norm_position, warmup_steps)` pairs to
-            train instead of the default four, e.g.
-            `[("sandwich", 0), ("deepnorm", 0)]`.
-        **overrides: any key of `DEFAULTS`: `num_layers`, `d_model`,
-            `num_heads`, `dff`, `vocab_size`, `seq_len`, `batch_size`,
-            `steps`, `learning_rate` (peak), `warmup_steps`, `seeds`, `norm`
-            (a `tfnorm.get_norm` name), `epsilon`, `eval_size`, `eval_every`,
-            `jit_compile`.
+        variant_settings: list of `(norm_position, warmup_steps)` or
+            `(norm_position, warmup_steps, learning_rate)` tuples to train
+            instead of the default five, e.g. `[("sandwich", 0),
+            ("deepnorm", 0)]`.
+        config: a `CompareConfig`; `**overrides` are applied over it.
+        **overrides: any `CompareConfig` field: `task` ("reverse" or
+            "mlm"), `num_layers`, `d_model`, `num_heads`, `dff`,
+            `vocab_size`, `seq_len`, `batch_size`, `steps`,
+            `learning_rate` (peak), `warmup_steps`, `seeds`, `norm`,
+            `epsilon`, `eval_size`, `eval_every`, `histogram_every`,
+            `depths`, `sweep_warmups`, `sweep_seeds`, `jit_compile`,
+            `deterministic`.
 
     Returns:
-        A dict with `config`, `table` (the summary rows), `runs` and `paths`.
+        A dict with `config`, `task`, `table` (the summary rows), `runs`,
+        `paths` and, with `depths`, `sweep`.
+
+    Raises:
+        ValueError: (a `ConfigError`) naming the first bad option.
     """
-    cfg = _options(overrides)
-    _check_variant_settings(variant_settings)
+    cfg = _resolve(config, overrides)
+    _check_variant_settings(variant_settings, cfg.steps)
     os.makedirs(output_dir, exist_ok=True)
+    _seed_everything(cfg)
     logdir = os.path.join(output_dir, "tensorboard")
-    eval_data = reverse_task(
-        np.random.default_rng(12_345),
-        cfg["eval_size"],
-        cfg["seq_len"],
-        cfg["vocab_size"],
-    )
-    names = variants(cfg["warmup_steps"], variant_settings)
+    task = make_task(cfg)
+    chosen = variants(cfg, variant_settings)
     log(
-        f"Post-LN vs Pre-LN on the reverse task: {cfg['num_layers']} layers, "
-        f"d_model {cfg['d_model']}, {cfg['steps']} steps, peak lr "
-        f"{cfg['learning_rate']}, seeds {cfg['seeds']}"
+        f"Post-LN vs Pre-LN, {task.description}: {cfg.num_layers} layers, "
+        f"d_model {cfg.d_model}, {cfg.steps} steps, peak lr "
+        f"{cfg.learning_rate}, warm-up {cfg.warmup_steps}, seeds {list(cfg.seeds)}"
     )
-    runs = _train_all(cfg, names, eval_data, logdir, log)
-    rows = summarise(runs, [n for n, _, _ in names])
-    return _write_results(output_dir, logdir, cfg, rows, runs)
+    runs = _train_all(cfg, chosen, task, logdir, log)
+    rows = summarise(runs, [v["name"] for v in chosen])
+    result = _write_results(output_dir, logdir, cfg, task, rows, runs)
+    if cfg.depths:
+        from tfnorm.experiments.depth_sweep import run_sweep
+
+        result["sweep"] = run_sweep(output_dir, cfg, task, log)
+        result["paths"].update(result["sweep"]["paths"])
+    return result
 
 
-def _options(overrides):
-    """`DEFAULTS` updated with `overrides`, each checked."""
-    unknown = sorted(set(overrides) - set(DEFAULTS))
+def _resolve(config, overrides):
+    values = (config or CompareConfig()).to_dict()
+    unknown = sorted(set(overrides) - set(values))
     if unknown:
-        raise ValueError(
-            f"Unknown option(s) {unknown}. Choose from {sorted(DEFAULTS)}."
+        raise ConfigError(
+            unknown[0],
+            f"Unknown option(s) {unknown}. Choose from {sorted(values)}.",
         )
-    cfg = dict(DEFAULTS)
-    cfg.update(overrides)
-    cfg["seeds"] = [int(s) for s in cfg["seeds"]]
-    for key in _COUNTS:
-        if int(cfg[key]) < 1:
-            raise ValueError(f"`{key}` must be >= 1. Received: {key}={cfg[key]!r}")
-    if not cfg["seeds"]:
-        raise ValueError(
-            f"`seeds` must name at least one seed. Received: seeds={cfg['seeds']!r}"
-        )
-    if cfg["warmup_steps"] < 1:
-        raise ValueError(
-            "`warmup_steps` must be >= 1: the experiment compares with and "
-            f"without warm-up. Received: warmup_steps={cfg['warmup_steps']!r}"
-        )
-    return cfg
+    values.update(overrides)
+    return CompareConfig(**values).resolve()
 
 
-def _check_variant_settings(settings):
+def _seed_everything(cfg):
+    # Every random draw is seeded (weights per run, data from NumPy
+    # generators); deterministic kernels remove the rest of the run-to-run
+    # spread (the order of parallel reductions). TensorFlow 2.9 has them too.
+    if cfg.deterministic:
+        from tfnorm._keras import tf
+
+        enable = getattr(tf.config.experimental, "enable_op_determinism", None)
+        if enable is not None:
+            enable()
+
+
+def _check_variant_settings(settings, steps):
     if settings is None:
         return
     valid = bool(settings) and all(
-        isinstance(pair, (list, tuple))
-        and len(pair) == 2
-        and pair[0] in NORM_POSITIONS
-        and is_int(pair[1])
-        and pair[1] >= 0
-        for pair in settings
+        isinstance(entry, (list, tuple))
+        and len(entry) in (2, 3)
+        and entry[0] in NORM_POSITIONS
+        and is_int(entry[1])
+        and 0 <= entry[1] < steps
+        and (len(entry) == 2 or (is_real(entry[2]) and entry[2] > 0))
+        for entry in settings
     )
     if not valid:
         raise ValueError(
             "`variant_settings` must be a non-empty list of (norm_position, "
-            f"warmup_steps) pairs, norm_position one of {NORM_POSITIONS} and "
-            f"warmup_steps an integer >= 0. Received: variant_settings={settings!r}"
+            "warmup_steps) or (norm_position, warmup_steps, learning_rate) "
+            f"tuples, norm_position one of {NORM_POSITIONS}, warmup_steps an "
+            f"integer from 0 to steps - 1 ({steps - 1}) and learning_rate > 0. "
+            f"Received: variant_settings={settings!r}"
         )
 
 
-def _train_all(cfg, names, eval_data, logdir, log):
-    """Every variant for every seed, in the order of `names` then seed.
+def _train_all(cfg, chosen, task, logdir, log):
+    """Every variant for every seed, in the order of `chosen` then seed.
 
     The runs of one norm position share one `PositionTrainer`, so each
     position's step is compiled once.
     """
     runs = []
-    for position in dict.fromkeys(p for _, p, _ in names):
-        trainer = PositionTrainer(position, cfg)
-        for seed in cfg["seeds"]:
-            for name, warmup in [(n, w) for n, p, w in names if p == position]:
-                runs.append(
-                    train_run(trainer, name, warmup, seed, eval_data, logdir, log)
-                )
+    for position in dict.fromkeys(v["norm_position"] for v in chosen):
+        trainer = PositionTrainer(position, cfg, task.vocab_size)
+        for seed in cfg.seeds:
+            for variant in [v for v in chosen if v["norm_position"] == position]:
+                runs.append(train_run(trainer, variant, seed, task, logdir, log))
     # Report in the table's order whatever order the runs ran in.
-    order = {name: i for i, (name, _, _) in enumerate(names)}
+    order = {v["name"]: i for i, v in enumerate(chosen)}
     runs.sort(key=lambda run: (order[run["variant"]], run["seed"]))
     return runs
 
 
-def _write_results(output_dir, logdir, cfg, rows, runs):
+def task_record(task):
+    """What `results.json` says about the task."""
+    return {
+        "name": task.name,
+        "description": task.description,
+        "vocab_size": task.vocab_size,
+        "chance_accuracy": task.chance,
+        "target_accuracy": task.target_accuracy,
+        **task.sizes,
+    }
+
+
+def _write_results(output_dir, logdir, cfg, task, rows, runs):
     """Writes the table (Markdown, CSV), the JSON record and the figure."""
     paths = {
         "markdown": os.path.join(output_dir, "results.md"),
@@ -228,13 +277,25 @@ def _write_results(output_dir, logdir, cfg, rows, runs):
         "tensorboard": logdir,
     }
     with open(paths["markdown"], "w") as f:
-        f.write(markdown_table(rows, cfg["steps"]))
+        f.write(markdown_table(rows, task.target_accuracy))
+        f.write("\nEvery seed:\n\n")
+        f.write(per_seed_table(runs, task.target_accuracy))
     with open(paths["csv"], "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
-    result = {"config": cfg, "table": rows, "runs": runs, "paths": paths}
+    result = {
+        "config": _jsonable(cfg.to_dict()),
+        "task": task_record(task),
+        "table": rows,
+        "runs": runs,
+        "paths": paths,
+    }
     with open(paths["json"], "w") as f:
         json.dump(result, f, indent=1)
-    plot(runs, rows, paths["plot"], chance=1.0 / cfg["vocab_size"])
+    plot(runs, rows, paths["plot"], chance=task.chance, target=task.target_accuracy)
     return result
+
+
+def _jsonable(values):
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in values.items()}

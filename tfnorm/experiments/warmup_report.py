@@ -1,17 +1,18 @@
 """The tables and the figure of the warm-up experiment (`tfnorm.experiments.warmup`).
 
 Kept apart from the runs so that the report can be redrawn from
-`runs.json` without training anything.
+`results.json` without training anything.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-#: Accuracy that counts as "learned the task".
+#: Accuracy that counts as "learned the task" on the reverse task.
 TARGET_ACCURACY = 0.95
-#: The window over which the largest gradient norm is reported.
-EARLY_STEPS = 200
+#: The early phase: the largest gradient norm of steps 1 to this is reported
+#: (step 0, at the initial weights, has its own column).
+EARLY_STEPS = 100
 
 
 def summarise(runs, variant_names):
@@ -19,18 +20,20 @@ def summarise(runs, variant_names):
     rows = []
     for name in variant_names:
         mine = [r for r in runs if r["variant"] == name]
-        if not mine:
-            continue
         reached = [
             r["steps_to_target"] for r in mine if r["steps_to_target"] is not None
         ]
         final = [r["final_accuracy"] for r in mine]
         init = np.array([r["init_layer_gradient_norms"] for r in mine])
+        first = mine[0]
         rows.append(
             {
                 "variant": name,
-                "norm_position": mine[0]["norm_position"],
-                "warmup_steps": mine[0]["warmup_steps"],
+                "norm_position": first["norm_position"],
+                "learning_rate": first["learning_rate"],
+                "mean_learning_rate": first["mean_learning_rate"],
+                "warmup_steps": first["warmup_steps"],
+                "steps": first["steps"],
                 "seeds": len(mine),
                 "seeds_reaching_target": len(reached),
                 "median_steps_to_target": float(np.median(reached))
@@ -39,6 +42,12 @@ def summarise(runs, variant_names):
                 "final_accuracy_mean": float(np.mean(final)),
                 "final_accuracy_min": float(np.min(final)),
                 "final_accuracy_max": float(np.max(final)),
+                "final_eval_loss_mean": float(
+                    np.mean([r["final_eval_loss"] for r in mine])
+                ),
+                "gradient_norm_step0": float(
+                    np.mean([r["gradient_norm_step0"] for r in mine])
+                ),
                 "max_gradient_norm_early": float(
                     max(r["max_gradient_norm_early"] for r in mine)
                 ),
@@ -50,41 +59,99 @@ def summarise(runs, variant_names):
     return rows
 
 
-def markdown_table(rows, steps):
-    header = (
-        f"| variant | seeds reaching {TARGET_ACCURACY:.0%} | median steps to {TARGET_ACCURACY:.0%} | "
-        f"final accuracy mean (min–max) | max grad norm, first {min(EARLY_STEPS, steps)} steps | "
-        "init grad last/first layer |"
+def _early_label(steps):
+    return f"max grad norm, steps 1–{min(EARLY_STEPS, max(steps - 1, 1))}"
+
+
+def markdown_table(rows, target=TARGET_ACCURACY):
+    """The summary table; without a `target` (mlm) the steps-to-target columns go."""
+    reach = (
+        [f"seeds reaching {target:.0%}", f"median steps to {target:.0%}"]
+        if target is not None
+        else []
     )
-    lines = [header, "|" + "---|" * 6]
+    columns = (
+        ["variant", "peak lr", "mean lr", "warm-up / steps"]
+        + reach
+        + [
+            "final accuracy mean (min–max)",
+            "held-out loss",
+            "grad norm at step 0 (mean)",
+            _early_label(rows[0]["steps"]),
+            "init grad last/first layer",
+        ]
+    )
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for row in rows:
         median = row["median_steps_to_target"]
-        lines.append(
-            f"| {row['variant']} | {row['seeds_reaching_target']}/{row['seeds']} | "
-            f"{'-' if median is None else f'{median:.0f}'} | "
+        cells = [
+            row["variant"],
+            f"{row['learning_rate']:.3g}",
+            f"{row['mean_learning_rate']:.3g}",
+            f"{row['warmup_steps']} / {row['steps']}",
+        ]
+        if target is not None:
+            cells += [
+                f"{row['seeds_reaching_target']}/{row['seeds']}",
+                "-" if median is None else f"{median:.0f}",
+            ]
+        cells += [
             f"{row['final_accuracy_mean']:.3f} ({row['final_accuracy_min']:.3f}–"
-            f"{row['final_accuracy_max']:.3f}) | {row['max_gradient_norm_early']:.2f} | "
-            f"{row['init_gradient_last_over_first']:.2f} |"
-        )
+            f"{row['final_accuracy_max']:.3f})",
+            f"{row['final_eval_loss_mean']:.3f}",
+            f"{row['gradient_norm_step0']:.2f}",
+            f"{row['max_gradient_norm_early']:.2f}",
+            f"{row['init_gradient_last_over_first']:.2f}",
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
-def plot(runs, rows, path, smooth=10, chance=None):
+def per_seed_table(runs, target=TARGET_ACCURACY):
+    """One row per run: every variant, every seed."""
+    reach = [f"steps to {target:.0%}"] if target is not None else []
+    columns = (
+        ["variant", "seed"]
+        + reach
+        + [
+            "final accuracy",
+            "held-out loss",
+            "grad norm, step 0",
+            _early_label(runs[0]["steps"]),
+        ]
+    )
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    for run in runs:
+        cells = [run["variant"], str(run["seed"])]
+        if target is not None:
+            cells.append(str(run["steps_to_target"] or "-"))
+        cells += [
+            f"{run['final_accuracy']:.3f}",
+            f"{run['final_eval_loss']:.3f}",
+            f"{run['gradient_norm_step0']:.2f}",
+            f"{run['max_gradient_norm_early']:.2f}",
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def plot(runs, rows, path, smooth=10, chance=None, target=TARGET_ACCURACY):
     """Writes the figure: loss curves, accuracy curves, per-layer gradients at init."""
     # A bare Figure, not pyplot: the global backend (e.g. a notebook's inline
     # one) stays as the caller set it.
     from matplotlib.figure import Figure
 
-    palette = ["#d62728", "#ff7f0e", "#1f77b4", "#2ca02c"]
+    palette = ["#d62728", "#ff7f0e", "#9467bd", "#1f77b4", "#2ca02c", "#8c564b"]
     colours = {
         row["variant"]: palette[index % len(palette)] for index, row in enumerate(rows)
     }
-    figure = Figure(figsize=(16, 4.6))
-    loss_ax, acc_ax, grad_ax = figure.subplots(1, 3)
+    figure = Figure(figsize=(21, 4.6))
+    loss_ax, acc_ax, early_ax, grad_ax = figure.subplots(1, 4)
     _plot_losses(loss_ax, runs, colours, smooth)
-    _plot_accuracy(acc_ax, runs, colours, chance)
+    _plot_accuracy(acc_ax, runs, colours, chance, target)
+    _plot_early_gradients(early_ax, runs, colours)
     _plot_init_gradients(grad_ax, runs, rows, colours)
-    for ax in (loss_ax, acc_ax, grad_ax):
+    for ax in (loss_ax, acc_ax, early_ax, grad_ax):
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     figure.tight_layout()
@@ -115,7 +182,7 @@ def _plot_losses(ax, runs, colours, smooth):
     )
 
 
-def _plot_accuracy(ax, runs, colours, chance):
+def _plot_accuracy(ax, runs, colours, chance, target):
     for run in runs:
         ax.plot(
             run["eval_steps"],
@@ -125,22 +192,44 @@ def _plot_accuracy(ax, runs, colours, chance):
             lw=1.2,
             label=_legend_label(run, runs),
         )
-    ax.axhline(TARGET_ACCURACY, color="grey", ls=":", lw=1)
+    if target is not None:
+        ax.axhline(target, color="grey", ls=":", lw=1)
     if chance is not None:
         ax.axhline(chance, color="black", ls="--", lw=0.8, label="chance")
+    ax.set(title="held-out accuracy", xlabel="step", ylabel="accuracy", ylim=(0, 1.02))
+
+
+def _plot_early_gradients(ax, runs, colours):
+    # Steps 1 to EARLY_STEPS: step 0 is at the initial weights, the same for
+    # every variant of a seed, and would only set the scale.
+    for run in runs:
+        norms = np.asarray(run["gradient_norms"][1 : EARLY_STEPS + 1])
+        ax.plot(
+            np.arange(1, len(norms) + 1),
+            norms,
+            color=colours[run["variant"]],
+            alpha=0.7,
+            lw=1,
+            label=_legend_label(run, runs),
+        )
     ax.set(
-        title="eval token accuracy", xlabel="step", ylabel="accuracy", ylim=(0, 1.02)
+        title=f"global gradient norm, steps 1–{EARLY_STEPS}",
+        xlabel="step",
+        ylabel="gradient norm",
+        yscale="log",
     )
 
 
 def _plot_init_gradients(ax, runs, rows, colours):
     import matplotlib.ticker
 
-    # Weights at initialisation do not depend on the warm-up: one curve per
-    # position, from its runs without warm-up.
+    # Weights at initialisation do not depend on the warm-up or the rate:
+    # one curve per position, from its first variant.
+    drawn = set()
     for row in rows:
-        if row["warmup_steps"]:
+        if row["norm_position"] in drawn:
             continue
+        drawn.add(row["norm_position"])
         colour = colours[row["variant"]]
         init = np.asarray(
             [

@@ -1,13 +1,21 @@
-"""One run of the warm-up experiment: the reverse task, its model, one trained variant.
+"""One run of the warm-up experiment: the tasks, their model, one trained variant.
 
 `tfnorm.experiments.warmup.run_comparison` trains every variant for every
 seed with `train_run`, reusing one `PositionTrainer` (one model, one compiled
 step) per norm position.
 
-The task ("reverse") is token-level: the target sequence is the input
-reversed, which needs attention across the whole sequence. Fresh random
-batches are drawn at every step; token accuracy is measured on a fixed
-evaluation set (chance = 1 / vocab_size).
+Two tasks (`make_task`):
+
+* `ReverseTask`, token-level and synthetic: the target sequence is the input
+  reversed, which needs attention across the whole sequence. Fresh random
+  batches at every step; token accuracy on a fixed evaluation set (chance =
+  1 / vocab_size).
+* `tfnorm.experiments.text_task.MaskedTextTask`: BERT-style masked-language
+  modelling on the Python language reference's prose.
+
+Both give batches as `(inputs, targets, weights)`: the loss and the accuracy
+are weighted means over tokens (all ones for reverse, the masked positions
+for mlm).
 """
 
 from __future__ import annotations
@@ -19,8 +27,8 @@ import numpy as np
 
 from tfnorm import _keras
 from tfnorm._keras import keras, tf
-from tfnorm.experiments.gradients import layer_gradient_norms, token_cross_entropy
-from tfnorm.experiments.warmup_report import EARLY_STEPS, TARGET_ACCURACY
+from tfnorm.experiments.gradients import layer_gradient_norms
+from tfnorm.experiments.warmup_report import EARLY_STEPS
 from tfnorm.training.loop import Action, run_loop
 from tfnorm.training.optimizers import make_optimizer
 from tfnorm.training.schedules import WarmupSchedule
@@ -30,6 +38,44 @@ def reverse_task(rng, count, seq_len, vocab_size):
     """`count` random token sequences and their reversals, as int32 arrays."""
     tokens = rng.integers(0, vocab_size, size=(count, seq_len)).astype("int32")
     return tokens, tokens[:, ::-1].copy()
+
+
+class ReverseTask:
+    """The synthetic "reverse" task: target = input reversed."""
+
+    name = "reverse"
+    description = "token reversal (target = input reversed), synthetic"
+    target_accuracy = 0.95
+
+    def __init__(self, vocab_size, seq_len, eval_size):
+        self.vocab_size, self.seq_len = vocab_size, seq_len
+        tokens, targets = reverse_task(
+            np.random.default_rng(12_345), eval_size, seq_len, vocab_size
+        )
+        self.eval_data = (tokens, targets, np.ones(tokens.shape, "float32"))
+        self.chance = 1.0 / vocab_size
+        self.sizes = {"eval_sequences": int(eval_size)}
+
+    def batch(self, rng, batch_size):
+        tokens, targets = reverse_task(rng, batch_size, self.seq_len, self.vocab_size)
+        return tokens, targets, np.ones(tokens.shape, "float32")
+
+
+def make_task(cfg):
+    """The task `cfg.task` names, at `cfg`'s sizes."""
+    if cfg.task == "mlm":
+        from tfnorm.experiments.text_task import MaskedTextTask
+
+        return MaskedTextTask(
+            cfg.vocab_size, cfg.seq_len, cfg.eval_size, unit=cfg.text_unit
+        )
+    return ReverseTask(cfg.vocab_size, cfg.seq_len, cfg.eval_size)
+
+
+def learning_rates(peak, warmup_steps, steps):
+    """The rate at each of `steps` steps: linear warm-up to `peak`, then `peak` held."""
+    schedule = WarmupSchedule(peak, warmup_steps, decay="constant")
+    return schedule(np.arange(steps)).numpy().astype("float64")
 
 
 def build_model(num_layers, d_model, num_heads, dff, vocab_size, seq_len, **options):
@@ -63,7 +109,16 @@ def build_model(num_layers, d_model, num_heads, dff, vocab_size, seq_len, **opti
         **options,
     )
     logits = keras.layers.Dense(vocab_size, name="logits")(encoder(embedded))
-    return keras.Model(tokens, logits, name="reverse_model"), encoder
+    return keras.Model(tokens, logits, name="token_model"), encoder
+
+
+def weighted_cross_entropy(targets, logits, weights):
+    """Sparse cross-entropy averaged over the tokens weighted 1, in float32."""
+    losses = tf.nn.sparse_softmax_cross_entropy_with_logits(
+        labels=targets, logits=tf.cast(logits, tf.float32)
+    )
+    # At least 1: a batch with no weighted token gives 0, not NaN.
+    return tf.reduce_sum(losses * weights) / tf.maximum(tf.reduce_sum(weights), 1.0)
 
 
 class PositionTrainer:
@@ -76,32 +131,34 @@ class PositionTrainer:
     of its schedule at every step.
     """
 
-    def __init__(self, position, cfg):
+    def __init__(self, position, cfg, vocab_size, num_layers=None):
         keras.backend.clear_session()
         self.position = position
         self.cfg = cfg
+        self.vocab_size = vocab_size
+        self.num_layers = num_layers or cfg.num_layers
         self.model, self.encoder = self._build()
         # The calibrated setting: Adam with beta_2 0.98, no clipping (clipping
         # hides the Post-LN instability) and no weight decay.
         self.optimizer = make_optimizer(
-            "adam", cfg["learning_rate"], beta_2=0.98, epsilon=1e-9
+            "adam", cfg.learning_rate, beta_2=0.98, epsilon=1e-9
         )
         _keras.build_optimizer(self.optimizer, self.model.trainable_variables)
-        self.train_step = tf.function(self._train_step, jit_compile=cfg["jit_compile"])
-        self.accuracy = tf.function(self._accuracy)
+        self.train_step = tf.function(self._train_step, jit_compile=cfg.jit_compile)
+        self.evaluate = tf.function(self._evaluate)
 
     def _build(self):
         cfg = self.cfg
         return build_model(
-            cfg["num_layers"],
-            cfg["d_model"],
-            cfg["num_heads"],
-            cfg["dff"],
-            cfg["vocab_size"],
-            cfg["seq_len"],
-            norm=cfg["norm"],
+            self.num_layers,
+            cfg.d_model,
+            cfg.num_heads,
+            cfg.dff,
+            self.vocab_size,
+            cfg.seq_len,
+            norm=cfg.norm,
             norm_position=self.position,
-            epsilon=cfg["epsilon"],
+            epsilon=cfg.epsilon,
         )
 
     def reset(self, seed):
@@ -112,18 +169,24 @@ class PositionTrainer:
         for variable in variables() if callable(variables) else variables:
             variable.assign(tf.zeros_like(variable))
 
-    def _train_step(self, tokens, targets):
+    def _train_step(self, tokens, targets, weights):
         model = self.model
         with tf.GradientTape() as tape:
-            loss = token_cross_entropy(targets, model(tokens, training=True))
+            logits = model(tokens, training=True)
+            loss = weighted_cross_entropy(targets, logits, weights)
         grads = tape.gradient(loss, model.trainable_variables)
         self.optimizer.apply_gradients(zip(grads, model.trainable_variables))
         return loss, tf.linalg.global_norm(grads)
 
-    def _accuracy(self, tokens, targets):
+    def _evaluate(self, tokens, targets, weights):
+        """(weighted token accuracy, weighted cross-entropy) on one batch."""
         logits = self.model(tokens, training=False)
         predicted = tf.argmax(logits, axis=-1, output_type=tf.int32)
-        return tf.reduce_mean(tf.cast(tf.equal(predicted, targets), tf.float32))
+        hits = tf.cast(tf.equal(predicted, targets), tf.float32)
+        accuracy = tf.reduce_sum(hits * weights) / tf.maximum(
+            tf.reduce_sum(weights), 1.0
+        )
+        return accuracy, weighted_cross_entropy(targets, logits, weights)
 
 
 class _Record(Action):
@@ -142,75 +205,121 @@ class _Record(Action):
 
 
 class _Evaluate(Action):
-    """Token accuracy on the held-out batch every `every` steps and at the end."""
+    """Accuracy and loss on the held-out data every `every` steps and at the end."""
 
-    def __init__(self, accuracy, eval_data, every, total_steps):
-        self.accuracy, self.eval_data = accuracy, eval_data
+    def __init__(self, evaluate, eval_data, every, total_steps):
+        self.evaluate = evaluate
+        self.eval_data = tuple(tf.constant(part) for part in eval_data)
         self.every, self.total_steps = every, total_steps
         self.evals = []
 
     def on_step_end(self, step, logs):
         if step % self.every == 0 or step == self.total_steps:
-            value = float(self.accuracy(*self.eval_data))
-            self.evals.append((step, value))
-            tf.summary.scalar("eval_token_accuracy", value, step=step - 1)
+            accuracy, loss = (float(v) for v in self.evaluate(*self.eval_data))
+            self.evals.append((step, accuracy, loss))
+            tf.summary.scalar("eval_token_accuracy", accuracy, step=step - 1)
+            tf.summary.scalar("eval_loss", loss, step=step - 1)
 
 
-def train_run(trainer, name, warmup_steps, seed, eval_data, logdir, log):
+class _Histograms(Action):
+    """Histograms of every norm layer's outputs on a probe batch, every `every` steps.
+
+    Written by `tfnorm.callbacks.NormHistogramCallback` into `log_dir`
+    (`<run>/norms`), at step 0 (the initialisation) and then every `every`
+    steps, with the same step numbering as the scalars.
+    """
+
+    def __init__(self, model, probe, log_dir, every):
+        from tfnorm.callbacks import NormHistogramCallback
+
+        self.every = every
+        self.callback = NormHistogramCallback(log_dir, probe, every_n_steps=every)
+        self.callback.set_model(model)
+        self.callback.log(0)
+
+    def on_step_end(self, step, logs):
+        if step % self.every == 0:
+            self.callback.log(step)
+
+    def close(self):
+        self.callback.close()
+
+
+def train_run(trainer, variant, seed, task, logdir, log):
     """Trains `trainer`'s model from fresh weights of `seed`; returns the run's record.
 
-    The record holds the variant, every step's loss and gradient norm, the
-    evaluations, the steps to `TARGET_ACCURACY` and the per-layer gradient
-    norms at initialisation; one progress line goes to `log`.
+    `variant` is a dict with `name`, `warmup_steps` and `learning_rate`
+    (the peak). The record holds the variant, its rates, every step's loss
+    and gradient norm, the evaluations, the steps to the task's target
+    accuracy and the per-layer gradient norms at initialisation; one
+    progress line goes to `log`.
     """
-    steps = trainer.cfg["steps"]
+    cfg = trainer.cfg
+    steps = cfg.steps
     trainer.reset(seed)
-    eval_tokens, eval_targets = eval_data
+    eval_inputs, eval_targets, eval_weights = task.eval_data
     init_norms = layer_gradient_norms(
-        trainer.model, trainer.encoder, eval_tokens[:256], eval_targets[:256]
+        trainer.model,
+        trainer.encoder,
+        eval_inputs[:256],
+        eval_targets[:256],
+        eval_weights[:256],
     )
-    step_fn = _step_function(trainer, warmup_steps, seed)
+    rates = learning_rates(variant["learning_rate"], variant["warmup_steps"], steps)
     record = _Record()
-    evaluate = _Evaluate(trainer.accuracy, eval_data, trainer.cfg["eval_every"], steps)
-    writer = tf.summary.create_file_writer(os.path.join(logdir, _slug(name, seed)))
+    evaluate = _Evaluate(trainer.evaluate, task.eval_data, cfg.eval_every, steps)
+    run_dir = os.path.join(logdir, variant["slug"] + f"_seed{seed}")
+    actions = [record, evaluate]
+    if cfg.histogram_every:
+        actions.append(
+            _Histograms(
+                trainer.model,
+                eval_inputs[:64],
+                os.path.join(run_dir, "norms"),
+                cfg.histogram_every,
+            )
+        )
+    writer = tf.summary.create_file_writer(run_dir)
     started = time.time()
     with writer.as_default():
-        run_loop(step_fn, 0, steps, [record, evaluate])
+        run_loop(_step_function(trainer, task, rates, seed), 0, steps, actions)
         for layer, norm in enumerate(init_norms):
             tf.summary.scalar("init_ffn_gradient_norm", norm, step=layer)
     writer.close()
+    for action in actions[2:]:
+        action.close()
     seconds = time.time() - started
     run = {
-        "variant": name,
+        "variant": variant["name"],
         "norm_position": trainer.position,
-        "warmup_steps": warmup_steps,
+        "num_layers": trainer.num_layers,
+        "warmup_steps": variant["warmup_steps"],
+        "learning_rate": variant["learning_rate"],
+        "mean_learning_rate": float(np.mean(rates)),
+        "steps": steps,
         "seed": seed,
-        **_curves(record, evaluate.evals),
+        **_curves(record, evaluate.evals, task.target_accuracy),
         "init_layer_gradient_norms": init_norms,
         "seconds": seconds,
     }
     log(
-        f"  {name:<24} seed {seed}: final accuracy {run['final_accuracy']:.3f}, "
-        f"steps to {TARGET_ACCURACY:.0%}: {run['steps_to_target'] or '-'}, "
-        f"{1000 * seconds / steps:.0f} ms/step"
+        f"  {variant['name']:<34} seed {seed}: final accuracy "
+        f"{run['final_accuracy']:.3f}, steps to target: "
+        f"{run['steps_to_target'] or '-'}, {1000 * seconds / steps:.0f} ms/step"
     )
     return run
 
 
-def _step_function(trainer, warmup_steps, seed):
+def _step_function(trainer, task, rates, seed):
     """One training step on a fresh batch at the schedule's learning rate."""
-    cfg = trainer.cfg
-    schedule = WarmupSchedule(cfg["learning_rate"], warmup_steps, decay="constant")
-    rates = schedule(np.arange(cfg["steps"])).numpy()
     rng = np.random.default_rng(10_000 + seed)
+    batch_size = trainer.cfg.batch_size
 
     def step_fn(step):
-        tokens, targets = reverse_task(
-            rng, cfg["batch_size"], cfg["seq_len"], cfg["vocab_size"]
-        )
+        batch = task.batch(rng, batch_size)
         rate = float(rates[step - 1])
         trainer.optimizer.learning_rate = rate
-        loss, grad_norm = trainer.train_step(tf.constant(tokens), tf.constant(targets))
+        loss, grad_norm = trainer.train_step(*(tf.constant(part) for part in batch))
         return {
             "loss": float(loss),
             "gradient_norm": float(grad_norm),
@@ -220,22 +329,26 @@ def _step_function(trainer, warmup_steps, seed):
     return step_fn
 
 
-def _curves(record, evals):
-    """A run's recorded curves and what the table reads from them."""
-    reached = next((s for s, acc in evals if acc >= TARGET_ACCURACY), None)
+def _curves(record, evals, target):
+    """A run's recorded curves and what the table reads from them.
+
+    The gradient norm of step 0 (at the initial weights, the same for every
+    variant of a seed) is kept apart from the early phase, steps 1 to
+    `EARLY_STEPS`, where warm-up acts.
+    """
+    reached = None
+    if target is not None:
+        reached = next((s for s, acc, _ in evals if acc >= target), None)
+    norms = record.gradient_norms
     return {
         "losses": record.losses,
-        "gradient_norms": record.gradient_norms,
-        "eval_steps": [s for s, _ in evals],
-        "eval_accuracy": [a for _, a in evals],
+        "gradient_norms": norms,
+        "eval_steps": [s for s, _, _ in evals],
+        "eval_accuracy": [a for _, a, _ in evals],
+        "eval_loss": [v for _, _, v in evals],
         "final_accuracy": evals[-1][1],
+        "final_eval_loss": evals[-1][2],
         "steps_to_target": reached,
-        "max_gradient_norm_early": max(record.gradient_norms[:EARLY_STEPS]),
+        "gradient_norm_step0": norms[0],
+        "max_gradient_norm_early": max(norms[1 : EARLY_STEPS + 1] or norms[:1]),
     }
-
-
-def _slug(name, seed):
-    return (
-        name.replace("-LN, ", "_").replace("warm-up ", "warmup").replace(" ", "_")
-        + f"_seed{seed}"
-    ).replace("-", "")

@@ -1,26 +1,276 @@
-"""The default sizes of the `tfnorm compare` experiment (`tfnorm.experiments.warmup.run_comparison`).
+"""`CompareConfig`: every setting of the `tfnorm compare` experiment, declared once.
+
+Each field carries a `tfnorm.training.settings.Setting` (help, group, how a
+value is read and checked), the same declarations `tfnorm train`'s
+`TrainConfig` uses: `tfnorm compare`'s flags are generated from them
+(`tfnorm.cli.flags`), and a flag's string and a notebook's Python value go
+through the same `Setting.parse`, so `--steps 2.7` and `steps=2.7` get the
+same error.
 
 Kept apart from the experiment, which imports TensorFlow, so that `tfnorm
-compare --help` can show them at once.
+compare --help` answers at once.
 """
 
 from __future__ import annotations
 
-DEFAULTS = {
-    "num_layers": 6,
-    "d_model": 32,
-    "num_heads": 4,
-    "dff": 128,
-    "vocab_size": 10,
-    "seq_len": 12,
-    "batch_size": 32,
-    "steps": 300,
-    "learning_rate": 1e-2,
-    "warmup_steps": 300,
-    "seeds": (0, 1, 2),
-    "norm": "layer",
-    "epsilon": 1e-5,
-    "eval_size": 512,
-    "eval_every": 10,
-    "jit_compile": True,
+import dataclasses
+
+from tfnorm._checks import MAX_SEED
+from tfnorm.choices import COMPARE_TASKS, TEXT_UNITS
+from tfnorm.training.settings import (
+    ConfigError,
+    boolean,
+    choice,
+    integer,
+    number,
+    setting,
+    setting_of,
+)
+
+TASK = "task"
+MODEL = "model"
+TRAINING = "training"
+MEASUREMENT = "measurement"
+SWEEP = "depth sweep (off unless --depths is given)"
+RUNTIME = "runtime"
+
+POSITIVE = integer(1)
+NON_NEGATIVE = integer(0)
+
+#: The longest warm-up, as a fraction of the run: the peak rate must be
+#: trained at for most of the run, or "warm-up helps" cannot be told apart
+#: from "a lower learning rate helps" (issue 24).
+MAX_WARMUP_FRACTION = 0.3
+
+#: The warm-up length when `warmup_steps` is unset, as a fraction of the run.
+DEFAULT_WARMUP_FRACTION = 0.2
+
+#: Per-task sizes used when `vocab_size` or `seq_len` is left unset.
+TASK_SIZES = {
+    "reverse": {"vocab_size": 10, "seq_len": 12},
+    "mlm-char": {"vocab_size": 48, "seq_len": 64},
+    "mlm-word": {"vocab_size": 1000, "seq_len": 32},
 }
+
+
+def _seeds(key, value):
+    if isinstance(value, str):
+        value = value.replace(",", " ").split()
+    if not isinstance(value, (list, tuple)) or not value:
+        raise ValueError(
+            f"`{key}` must name at least one seed. Received: {key}={value!r}"
+        )
+    read = integer(0, MAX_SEED)
+    return tuple(read(key, seed) for seed in value)
+
+
+_seeds.many = True  # a list: `--flag A B C`
+
+
+def _depths(key, value):
+    if isinstance(value, str):
+        value = value.replace(",", " ").split()
+    if not isinstance(value, (list, tuple)) or not value:
+        raise ValueError(
+            f"`{key}` must name at least one depth. Received: {key}={value!r}"
+        )
+    read = integer(1, 64)
+    return tuple(read(key, depth) for depth in value)
+
+
+_depths.many = True  # a list: `--flag A B C`
+
+
+def _fractions(key, value):
+    if isinstance(value, str):
+        value = value.replace(",", " ").split()
+    if not isinstance(value, (list, tuple)) or not value:
+        raise ValueError(
+            f"`{key}` must name at least one fraction. Received: {key}={value!r}"
+        )
+    read = number(0.0, below=MAX_WARMUP_FRACTION + 1e-9)
+    return tuple(float(read(key, fraction)) for fraction in value)
+
+
+_fractions.many = True  # a list: `--flag A B C`
+
+
+def _norm(key, value):
+    # The form only: the experiment asks `get_norm` (importing the layers).
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(
+            f"`{key}` must be a norm name (layer, rms, scale). Received: {key}={value!r}"
+        )
+    return value.strip()
+
+
+@dataclasses.dataclass
+class CompareConfig:
+    """The settings of `tfnorm.experiments.warmup.run_comparison` and `tfnorm compare`.
+
+    Build one with `CompareConfig.from_dict({...}).resolve()`: `resolve`
+    checks every value (the same readers as `tfnorm train`'s) and fills the
+    per-task sizes left unset.
+    """
+
+    task: str = setting(
+        "reverse",
+        TASK,
+        "reverse: synthetic token reversal (target = input reversed); mlm: "
+        "BERT-style masked-language modelling on real English text, the Python "
+        "language reference's prose that ships with CPython "
+        "(pydoc_data.topics.topics), no download",
+        choice(COMPARE_TASKS),
+    )
+    text_unit: str = setting(
+        "char",
+        TASK,
+        "the units mlm masks and predicts: characters or words",
+        choice(TEXT_UNITS),
+    )
+    vocab_size: int | None = setting(
+        None,
+        TASK,
+        "token vocabulary: symbols of the reverse task, or the most frequent "
+        "characters or words of the text for mlm (plus [MASK] and [UNK])",
+        POSITIVE,
+        optional=True,
+        default_text="10 for reverse; for mlm 48 characters or 1000 words",
+    )
+    seq_len: int | None = setting(
+        None,
+        TASK,
+        "sequence length (characters or words for mlm)",
+        integer(2),
+        optional=True,
+        default_text="12 for reverse; for mlm 64 characters or 32 words",
+    )
+    num_layers: int = setting(6, MODEL, "encoder blocks", POSITIVE)
+    d_model: int = setting(32, MODEL, "model width", POSITIVE)
+    num_heads: int = setting(4, MODEL, "attention heads", POSITIVE)
+    dff: int = setting(128, MODEL, "feed-forward width", POSITIVE)
+    norm: str = setting(
+        "layer", MODEL, "norm for every block: layer, rms or scale", _norm
+    )
+    epsilon: float = setting(1e-5, MODEL, "the norms' epsilon", number(above=0.0))
+    batch_size: int = setting(32, TRAINING, "batch size", POSITIVE)
+    steps: int = setting(300, TRAINING, "training steps per run", POSITIVE)
+    learning_rate: float = setting(
+        1e-2, TRAINING, "peak learning rate (Adam)", number(above=0.0)
+    )
+    warmup_steps: int | None = setting(
+        None,
+        TRAINING,
+        "linear warm-up of the warm-up runs, then the peak rate held; at most "
+        f"{MAX_WARMUP_FRACTION:.0%} of --steps. A Post-LN control without warm-up "
+        "trains at the warm-up run's mean rate",
+        POSITIVE,
+        optional=True,
+        default_text=f"{DEFAULT_WARMUP_FRACTION:.0%} of --steps, 60 at 300",
+    )
+    seeds: tuple = setting(
+        (0, 1, 2), TRAINING, "seeds to run each variant with", _seeds, metavar="SEED"
+    )
+    eval_size: int = setting(
+        512, MEASUREMENT, "sequences in the fixed evaluation set", POSITIVE
+    )
+    eval_every: int = setting(10, MEASUREMENT, "evaluate every N steps", POSITIVE)
+    histogram_every: int = setting(
+        50,
+        MEASUREMENT,
+        "write TensorBoard histograms of every norm layer's outputs every N "
+        "steps (0: none)",
+        NON_NEGATIVE,
+    )
+    depths: tuple | None = setting(
+        None,
+        SWEEP,
+        "also run the depth sweep at these depths (e.g. 6 12 18): Post-LN with "
+        "each --sweep-warmups fraction, Pre-LN without warm-up",
+        _depths,
+        optional=True,
+        metavar="LAYERS",
+    )
+    sweep_warmups: tuple = setting(
+        (0.0, 0.1, 0.2, 0.3),
+        SWEEP,
+        "warm-up lengths of the sweep's Post-LN runs, as fractions of --steps",
+        _fractions,
+        metavar="FRACTION",
+    )
+    sweep_seeds: tuple = setting(
+        (0,), SWEEP, "seeds of the sweep's runs", _seeds, metavar="SEED"
+    )
+    jit_compile: bool = setting(
+        True,
+        RUNTIME,
+        "do not XLA-compile the training step",
+        boolean,
+        flags=("--no-jit",),
+        action="store_false",
+    )
+    deterministic: bool = setting(
+        True,
+        RUNTIME,
+        "do not turn on TensorFlow's deterministic ops (they make the same "
+        "command give the same table on the same runtime)",
+        boolean,
+        flags=("--no-determinism",),
+        action="store_false",
+    )
+
+    @classmethod
+    def from_dict(cls, values):
+        """A config from a dict of settings; unknown keys fail, values are checked by `resolve()`."""
+        known = [field.name for field in dataclasses.fields(cls)]
+        unknown = sorted(str(key) for key in values if key not in known)
+        if unknown:
+            raise ConfigError(
+                unknown[0],
+                f"Unknown option(s) {unknown}. Choose from {sorted(known)}.",
+            )
+        return cls(**values)
+
+    def to_dict(self):
+        return dataclasses.asdict(self)
+
+    def resolve(self):
+        """A new config with every value checked and the per-task sizes filled in.
+
+        Raises:
+            ConfigError: naming the first bad setting and its value.
+        """
+        values = {
+            field.name: setting_of(field).parse(field.name, getattr(self, field.name))
+            for field in dataclasses.fields(self)
+        }
+        sizes = values["task"]
+        if sizes == "mlm":
+            sizes = f"mlm-{values['text_unit']}"
+        for key, size in TASK_SIZES[sizes].items():
+            if values[key] is None:
+                values[key] = size
+        if values["warmup_steps"] is None:
+            values["warmup_steps"] = max(
+                1, int(DEFAULT_WARMUP_FRACTION * values["steps"])
+            )
+        longest = max(1, int(MAX_WARMUP_FRACTION * values["steps"]))
+        if values["warmup_steps"] > longest:
+            raise ConfigError(
+                "warmup_steps",
+                f"`warmup_steps` must be at most {MAX_WARMUP_FRACTION:.0%} of "
+                f"`steps` ({longest}), so that the warm-up ends well before the "
+                f"run does. Received: warmup_steps={values['warmup_steps']!r} "
+                f"with steps={values['steps']!r}",
+            )
+        if values["d_model"] % values["num_heads"]:
+            raise ConfigError(
+                "num_heads",
+                "`d_model` must be divisible by `num_heads`. Received: "
+                f"d_model={values['d_model']}, num_heads={values['num_heads']}",
+            )
+        return CompareConfig(**values)
+
+
+#: The default of every setting, by name (what `--help` shows).
+DEFAULTS = {field.name: field.default for field in dataclasses.fields(CompareConfig)}
