@@ -250,16 +250,19 @@ class _Run:
             status = "interrupted" if isinstance(error, KeyboardInterrupt) else "failed"
             stop = Stop(status, checkpoints.one_line(error))
             result = LoopResult(status, int(parts.step.numpy()), start, stop)
-            if _is_out_of_memory(error):
+            # A full disk for the log or run files ends the run like one for
+            # a checkpoint, and so does running out of memory; anything else
+            # is a bug, reported after the summary. A full disk is asked
+            # first: TensorFlow's writers report one as ResourceExhausted.
+            if status == "failed" and _is_output_error(error):
+                stop.reason = _output_reason(error, stop.reason)
+            elif status == "failed" and _is_out_of_memory(error):
                 stop.reason = (
                     f"out of memory at step {result.step + 1}: {stop.reason}; "
                     "lower batch_size, max_len or the model's size, and rerun "
                     "to resume"
                 )
-            # A full disk for the log or run files ends the run like one for
-            # a checkpoint, and so does running out of memory; anything else
-            # is a bug, reported after the summary.
-            elif status == "interrupted" or not _is_output_error(error):
+            else:
                 self._write_summary(self._summary(result, run_actions, cadence, None))
                 raise
         return self._finish(result, parts, run_actions, cadence)
@@ -419,6 +422,15 @@ def _is_out_of_memory(error):
     from tfnorm._keras import tf
 
     return isinstance(error, tf.errors.ResourceExhaustedError)
+
+
+def _output_reason(error, reason):
+    """`reason`, with the disk's own words when TensorFlow put them on a
+    later line of its message (TF 2.9 opens with the failing node)."""
+    found = [marker for marker in _OUTPUT_ERRORS if marker in str(error)]
+    if found and found[0] not in reason:
+        return f"{reason} ({found[0]})"
+    return reason
 
 
 def _is_output_error(error):
