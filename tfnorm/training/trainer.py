@@ -427,9 +427,13 @@ def _is_out_of_memory(error):
 def _output_reason(error, reason):
     """`reason`, with the disk's own words when TensorFlow put them on a
     later line of its message (TF 2.9 opens with the failing node)."""
-    found = [marker for marker in _OUTPUT_ERRORS if marker in str(error)]
-    if found and found[0] not in reason:
-        return f"{reason} ({found[0]})"
+    lines = [
+        line.strip()
+        for line in str(error).splitlines()
+        if any(marker in line for marker in _OUTPUT_ERRORS)
+    ]
+    if lines and lines[0] not in reason:
+        return f"{reason} ({lines[0][:300]})"
     return reason
 
 
