@@ -250,23 +250,6 @@ def test_readme_background_training_outlives_ssh_and_reaches_tensorboard(project
     assert wait_for(listed, 120, "the run in TensorBoard's /data/runs", interval=2)
 
 
-def test_a_users_model_trains_from_a_command_on_the_ssh_line(project):
-    """The README's own-model run, given on the `ssh` line (no login shell,
-    no `cd`): it starts in /workspace, so runs/own lands on the host."""
-    started = project.ssh(
-        "nohup tfnorm train "
-        "--model-fn examples/keras_transformer_classifier.py:build_model "
-        "--data-fn examples/keras_transformer_classifier.py:load_data "
-        "--epochs 1 --steps-per-epoch 10 --histogram-every 5 --logdir runs/own "
-        "--log-file runs/own/train.log > /dev/null 2>&1 < /dev/null &"
-    )
-    assert started.returncode == 0, started.stderr
-    run = pathlib.Path(project.dir, "runs", "own")
-    summary = wait_for_summary(run)
-    assert summary["status"] == "completed" and summary["final_step"] == 10, summary
-    assert list((run / "norms").glob("events.out.*"))
-
-
 def test_compose_stop_during_a_run_checkpoints_and_exits_zero(project):
     started = project.ssh(
         "cd /workspace && { nohup tfnorm train --task sorted --epochs 200 "

@@ -341,15 +341,14 @@ print("rebuilt subclassed model gives the same logits")
 # has three such modules to copy in `/workspace/examples`:
 #
 # ```sh
-# ssh -p 2222 tfnorm@127.0.0.1 'nohup tfnorm train \
+# ssh -p 2222 tfnorm@127.0.0.1 'cd /workspace && nohup tfnorm train \
 #     --model-fn examples/keras_transformer_classifier.py:build_model \
 #     --data-fn examples/keras_transformer_classifier.py:load_data \
 #     --epochs 3 --logdir runs/mine --log-file runs/mine.log > /dev/null 2>&1 &'
 # ```
 #
-# A command on the `ssh` line starts in `/workspace`, so `runs/mine` is the
-# host's `runs/mine` and TensorBoard shows it at once; `tail -f runs/mine.log`
-# follows it. From a notebook, `tfnorm.training.train(config, model_fn=...,
+# `runs/` under `/workspace` is the host's `runs/`, so TensorBoard shows the
+# run at once; `tail -f runs/mine.log` follows it. From a notebook, `tfnorm.training.train(config, model_fn=...,
 # data_fn=...)` runs the same thing in the kernel.
 
 # %% [markdown]
