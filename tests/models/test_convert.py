@@ -452,10 +452,12 @@ HUB_NORMS = {
 
 @pytest.mark.parametrize("name", sorted(HUB_NORMS))
 def test_keras_hub_backbone_converts_trains_reloads_and_goes_back(name, tmp_path):
+    keras.utils.set_random_seed(0)  # the same backbone on every run
     backbone = _backbone(name)
     user_models.randomize_norms(backbone)
     x = _backbone_inputs(name)
     expected = _sequence(backbone, x)
+    hub_norms = [layer for _, layer in _find_norms(backbone)]
     moved = tfnorm.replace_norms(backbone)
     assert type(moved) is type(backbone)
     norms = [layer for _, layer in _find_norms(moved)]
@@ -464,8 +466,19 @@ def test_keras_hub_backbone_converts_trains_reloads_and_goes_back(name, tmp_path
         assert all(n.zero_centered_gamma for n in norms)
     if name == "llama":
         assert {n.epsilon for n in norms} == {1e-6}
-    # Gemma's own norm takes 1 / sqrt where tfnorm takes rsqrt.
-    np.testing.assert_allclose(_sequence(moved, x), expected, rtol=1e-5, atol=1e-5)
+    # Each norm alone agrees to float32 rounding ...
+    probe = random_input((4, 6, 8), seed=3)
+    for hub_norm, norm in zip(hub_norms, norms):
+        np.testing.assert_allclose(
+            np.asarray(norm(probe)), np.asarray(hub_norm(probe)), rtol=2e-6, atol=2e-6
+        )
+    # ... and through the stack that rounding grows: Gemma's norm takes
+    # 1 / sqrt where tfnorm takes rsqrt, and over 12 random Gemma builds the
+    # outputs (of order 5) differed by up to 4.6e-5.
+    tolerance = 1e-4 if name == "gemma" else 1e-5
+    np.testing.assert_allclose(
+        _sequence(moved, x), expected, rtol=1e-5, atol=tolerance
+    )
     assert [type(n).__name__ for _, n in _find_norms(backbone)][0] == HUB_NORMS[name]
 
     # One training step moves the swapped norms.
