@@ -4,10 +4,10 @@ The model is `examples/keras_transformer_classifier.py` (the keras.io text
 classifier with Keras's own norms, compiled) on its NumPy data, batch 32.
 Each repetition times, interleaved (order alternating):
 
-* `fit`: `model.fit(x, y, batch_size=32, epochs=1, steps_per_epoch=N,
-  shuffle=True, verbose=0)` for N = 2 x STEPS and N = STEPS: the difference
-  over STEPS is the time of a step (without the set-up each `fit` call
-  pays once);
+* `fit`: `model.fit(x, y, batch_size=32, epochs=1, steps_per_epoch=STEPS + 1,
+  shuffle=True, verbose=0)`, timed by a callback from the end of the first
+  step to the end of the last (without the set-up each `fit` call pays
+  once);
 * `tfnorm train`: `STEPS` steps of the run's own step path for the same
   model and data (`tfnorm.training.own_model`: the seeded batch order, the
   model's `train_step`, the per-step NaN check of the loss, progress lines
@@ -80,28 +80,36 @@ def tfnorm_side(steps, log_every, logdir):
 
 
 def fit_side(steps):
-    """A function timing one `fit` epoch of `steps` steps on the same data."""
+    """A function timing `steps` steps of one `fit` epoch on the same data."""
     sys.path.insert(0, os.path.dirname(EXAMPLE))
     import keras_transformer_classifier as example
 
+    from tfnorm._keras import keras
+
     model = example.build_model()
     (x, y), _ = example.load_data()
-    # `fit` stops an epoch when the arrays run out: enough for 2 x steps.
-    copies = -(-2 * steps * BATCH // len(x))
+    # `fit` stops an epoch when the arrays run out: enough for steps + 1.
+    copies = -(-(steps + 1) * BATCH // len(x))
     x, y = np.concatenate([x] * copies), np.concatenate([y] * copies)
 
-    def epoch(length):
-        start = time.perf_counter()
-        model.fit(
-            x, y, batch_size=BATCH, epochs=1, steps_per_epoch=length,
-            shuffle=True, verbose=0,
-        )  # fmt: skip
-        return time.perf_counter() - start
+    class StepClock(keras.callbacks.Callback):
+        """Times from the end of the epoch's first step to the end of its
+        last: the steps alone, without what `fit` pays once per call (its
+        data adapter, callbacks, the epoch's first batch)."""
+
+        def on_train_batch_end(self, batch, logs=None):
+            if batch == 0:
+                self.start = time.perf_counter()
+            elif batch == steps:
+                self.seconds = time.perf_counter() - self.start
 
     def timed():
-        # Each `fit` call pays for its data adapter and callbacks before the
-        # first step; the difference of two epoch lengths is its step alone.
-        return (epoch(2 * steps) - epoch(steps)) / steps
+        clock = StepClock()
+        model.fit(
+            x, y, batch_size=BATCH, epochs=1, steps_per_epoch=steps + 1,
+            shuffle=True, verbose=0, callbacks=[clock],
+        )  # fmt: skip
+        return clock.seconds / steps
 
     return timed
 

@@ -476,9 +476,7 @@ def test_keras_hub_backbone_converts_trains_reloads_and_goes_back(name, tmp_path
     # 1 / sqrt where tfnorm takes rsqrt, and over 12 random Gemma builds the
     # outputs (of order 5) differed by up to 4.6e-5.
     tolerance = 1e-4 if name == "gemma" else 1e-5
-    np.testing.assert_allclose(
-        _sequence(moved, x), expected, rtol=1e-5, atol=tolerance
-    )
+    np.testing.assert_allclose(_sequence(moved, x), expected, rtol=1e-5, atol=tolerance)
     assert [type(n).__name__ for _, n in _find_norms(backbone)][0] == HUB_NORMS[name]
 
     # One training step moves the swapped norms.

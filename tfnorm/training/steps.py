@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from tfnorm import _keras
+from tfnorm import distribute as distribute_lib
 from tfnorm._keras import tf
 
 
@@ -133,12 +134,9 @@ def distribute(strategy, *parts):
 
     Returns the parts as tensors, per replica where there are several.
     """
-    replicas = strategy.num_replicas_in_sync
-    if replicas == 1 and not isinstance(
-        strategy, tf.distribute.MultiWorkerMirroredStrategy
-    ):
+    if distribute_lib.is_one_local_replica(strategy):
         return tf.nest.map_structure(tf.constant, parts)
-    per_replica = tf.nest.flatten(parts)[0].shape[0] // replicas
+    per_replica = tf.nest.flatten(parts)[0].shape[0] // strategy.num_replicas_in_sync
 
     def value_fn(context):
         index = context.replica_id_in_sync_group
@@ -196,18 +194,14 @@ def make_model_train_step(model, strategy):
     if _keras.model_jit_compile(model):
         replica_step = tf.function(replica_step, jit_compile=True)
 
-    def first_replica(outputs):
-        return tf.nest.map_structure(
-            lambda v: strategy.experimental_local_results(v)[0], outputs
-        )
-
     @tf.function
     def on_batch(data):
-        return first_replica(strategy.run(replica_step, args=(data,)))
+        return _first_replica(strategy, strategy.run(replica_step, args=(data,)))
 
     @tf.function
     def on_iterator(iterator):
-        return first_replica(strategy.run(replica_step, args=(next(iterator),)))
+        outputs = strategy.run(replica_step, args=(next(iterator),))
+        return _first_replica(strategy, outputs)
 
     return on_batch, on_iterator
 
@@ -217,44 +211,62 @@ def make_model_test_step(model, strategy):
 
     @tf.function
     def on_batch(data):
-        outputs = strategy.run(model.test_step, args=(data,))
-        return tf.nest.map_structure(
-            lambda v: strategy.experimental_local_results(v)[0], outputs
-        )
+        return _first_replica(strategy, strategy.run(model.test_step, args=(data,)))
 
     return on_batch
 
 
+def _first_replica(strategy, outputs):
+    """The first replica's value of each output, the logs `fit` reports
+    under a strategy (the metrics' state is kept across the replicas)."""
+    return tf.nest.map_structure(
+        lambda value: strategy.experimental_local_results(value)[0], outputs
+    )
+
+
+def counting(training, compiled_step, batch_size=0):
+    """`compiled_step` that also advances `training.step` by one (and
+    `training.examples_seen` by `batch_size`) inside the same compiled call.
+
+    Assigned eagerly, the two counters cost two host round trips per step,
+    a visible share of a small model's step.
+    """
+
+    @tf.function
+    def counted(*args):
+        outputs = compiled_step(*args)
+        training.step.assign_add(1)
+        if batch_size:
+            training.examples_seen.assign_add(batch_size)
+        return outputs
+
+    return counted
+
+
 def array_step_fn(training, train_step, data, batch_size, seed):
-    on_batch, _ = train_step
+    on_batch = counting(training, train_step[0], batch_size)
     stream = index_batches(
         len(data), batch_size, seed, int(training.examples_seen.numpy())
     )
 
     def step_fn(step):
         batch = data.take(next(stream))
-        logs = on_batch(distribute(training.strategy, *batch))
-        training.step.assign(step)
-        training.examples_seen.assign_add(batch_size)
-        return dict(scalar_logs(logs))
+        return dict(scalar_logs(on_batch(distribute(training.strategy, *batch))))
 
     return step_fn
 
 
 def dataset_step_fn(training, train_step):
-    on_batch, on_iterator = train_step
+    on_batch, on_iterator = (counting(training, part) for part in train_step)
     iterator, strategy = training.data_iterator, training.strategy
     # One replica reads its batch inside the compiled step, as `fit` does.
-    in_graph = strategy.num_replicas_in_sync == 1 and not isinstance(
-        strategy, tf.distribute.MultiWorkerMirroredStrategy
-    )
+    in_graph = distribute_lib.is_one_local_replica(strategy)
 
     def step_fn(step):
         if in_graph:
             logs = on_iterator(iterator)
         else:
             logs = on_batch(distribute(strategy, *next(iterator)))
-        training.step.assign(step)
         return dict(scalar_logs(logs))
 
     return step_fn
