@@ -13,25 +13,37 @@ magics are written commented out in code cells (`# %load_ext tensorboard`),
 as Jupytext does, so the sources stay valid Python; they are uncommented in
 the notebook.
 
+Executed copies, with their outputs (tables, plots), are kept in
+`docs/notebooks/` for readers who do not run them: `--execute` runs every
+notebook top to bottom at its defaults in a fresh kernel of this interpreter,
+in a temporary working directory, and writes the copy with the command and
+the runtime that made it in its metadata (about 5 minutes on 2 CPU cores).
+
 Usage:
 
-    .venv/bin/python tools/make_notebooks.py          # write notebooks/*.ipynb
-    .venv/bin/python tools/make_notebooks.py --check  # fail if they are stale
+    .venv/bin/python tools/make_notebooks.py            # write notebooks/*.ipynb
+    .venv/bin/python tools/make_notebooks.py --check    # fail if they are stale
+    .venv/bin/python tools/make_notebooks.py --execute  # write docs/notebooks/
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import pathlib
+import platform
 import re
 import sys
+import tempfile
 
 import nbformat
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 SOURCES = REPO / "tools" / "notebooks"
 NOTEBOOKS = REPO / "notebooks"
+EXECUTED = REPO / "docs" / "notebooks"
+EXECUTE_COMMAND = "python tools/make_notebooks.py --execute"
 _HEADER = re.compile(r"^# %%(?P<markdown> \[markdown\])?(?: tags=(?P<tags>\[.*\]))?$")
 _COMMENTED_MAGIC = re.compile(r"^(\s*)# (%[a-z])")
 
@@ -95,6 +107,93 @@ def build_notebook(source_path):
     return nbformat.writes(notebook) + "\n"
 
 
+def execute_notebook(path, workdir, timeout):
+    """`path` run top to bottom in a fresh kernel of this interpreter, with
+    `workdir` as its working directory; returns the executed notebook.
+
+    Raises nbclient's `CellExecutionError` (with the cell's traceback) when a
+    cell fails.
+    """
+    import nbclient
+
+    notebook = nbformat.read(str(path), as_version=4)
+    environment = {
+        # The kernelspec runs `python -m ipykernel_launcher`: this
+        # interpreter's directory first on PATH keeps it in this environment.
+        "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"],
+        "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"),
+        "PYTHONPATH": os.pathsep.join(
+            filter(None, [str(REPO), os.environ.get("PYTHONPATH")])
+        ),
+    }
+    saved = {name: os.environ.get(name) for name in [*environment, "MPLBACKEND"]}
+    os.environ.update(environment)
+    # Figures must render inline (ipykernel's default backend).
+    os.environ.pop("MPLBACKEND", None)
+    try:
+        nbclient.NotebookClient(
+            notebook,
+            timeout=timeout,
+            kernel_name="python3",
+            resources={"metadata": {"path": str(workdir)}},
+        ).execute()
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+    return notebook
+
+
+def _runtime():
+    import tensorflow as tf
+
+    from tfnorm._keras import keras
+
+    return (
+        f"TensorFlow {tf.__version__}, Keras {keras.__version__}, "
+        f"Python {platform.python_version()}"
+    )
+
+
+def _without_tensorflow_log(outputs):
+    """`outputs` less TensorFlow's C++ start-up lines, which TF 2.21 prints
+    while loading, before it reads TF_CPP_MIN_LOG_LEVEL: the lines `tfnorm`
+    commands leave out too. Everything else a cell printed is kept."""
+    from tfnorm.cli.main import is_hidden_log_line
+
+    kept = []
+    for output in outputs:
+        if output.get("output_type") == "stream" and output.get("name") == "stderr":
+            lines = output.text.splitlines(keepends=True)
+            text = "".join(
+                line for line in lines if not is_hidden_log_line(line.encode())
+            )
+            if not text:
+                continue
+            output.text = text
+        kept.append(output)
+    return kept
+
+
+def write_executed(timeout=1200):
+    """Runs every notebook and writes its executed copy to `docs/notebooks/`."""
+    EXECUTED.mkdir(parents=True, exist_ok=True)
+    runtime = _runtime()
+    for path in sorted(NOTEBOOKS.glob("*.ipynb")):
+        with tempfile.TemporaryDirectory(prefix="notebook-") as workdir:
+            notebook = execute_notebook(path, workdir, timeout)
+        for cell in notebook.cells:
+            # Timestamps only: they would change every copy on every run.
+            cell.metadata.pop("execution", None)
+            cell.outputs = _without_tensorflow_log(cell.get("outputs", []))
+        notebook.metadata["tfnorm"] = {"command": EXECUTE_COMMAND, "runtime": runtime}
+        target = EXECUTED / path.name
+        nbformat.write(notebook, str(target))
+        print(f"wrote {target.relative_to(REPO)} ({runtime})", flush=True)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument(
@@ -102,7 +201,18 @@ def main(argv=None):
         action="store_true",
         help="exit 1 if a notebook differs from what its source generates",
     )
+    parser.add_argument(
+        "--execute",
+        action="store_true",
+        help="run every notebook and write its executed copy to docs/notebooks/",
+    )
     args = parser.parse_args(argv)
+    if args.execute:
+        from tfnorm.cli.main import quiet_tensorflow
+
+        quiet_tensorflow()  # this process's import of TensorFlow, and the kernels'
+        write_executed()
+        return 0
     NOTEBOOKS.mkdir(exist_ok=True)
     stale = []
     for source_path in sorted(SOURCES.glob("[0-9][0-9]_*.py")):

@@ -302,6 +302,10 @@ def latest_checkpoint_step(checkpoint_dir):
     return int(match.group(1)) if match else None
 
 
+#: Steps of a run that a test ends with a signal.
+LONG_RUN = 100_000
+
+
 def wait_for_checkpoint(process, checkpoint_dir, timeout=240):
     deadline = time.time() + timeout
     while time.time() < deadline:
@@ -354,7 +358,16 @@ def test_kill_9_then_the_same_command_resumes_and_finishes_the_steps(tmp_path):
 
 def test_sigterm_saves_a_checkpoint_and_exits_143(tmp_path):
     logdir = tmp_path / "run"
-    extra = ("--epochs", "1", "--steps-per-epoch", "400", "--checkpoint-every", "10")
+    # Long enough that the run cannot end on its own before the signal, even
+    # when this process is starved on a busy machine.
+    extra = (
+        "--epochs",
+        "1",
+        "--steps-per-epoch",
+        str(LONG_RUN),
+        "--checkpoint-every",
+        "10",
+    )
     process = start(logdir, *extra)
     try:
         wait_for_checkpoint(process, str(logdir / "checkpoints"))
@@ -376,7 +389,7 @@ def test_sigterm_saves_a_checkpoint_and_exits_143(tmp_path):
     assert latest_checkpoint_step(str(logdir / "checkpoints")) == stopped_at
     summary = json.loads(read(logdir / "summary.json"))
     assert summary["status"] == "terminated" and summary["exit_status"] == 143
-    assert summary["final_step"] == stopped_at < 400
+    assert summary["final_step"] == stopped_at < LONG_RUN
     assert summary["model_path"] is None
 
 
@@ -384,7 +397,16 @@ def test_sighup_saves_a_checkpoint_and_the_summary_and_exits_129(tmp_path):
     # A terminal closed without nohup: SIGHUP, and stdout is gone too.
     logdir = tmp_path / "run"
     logdir.mkdir()
-    extra = ("--epochs", "1", "--steps-per-epoch", "400", "--checkpoint-every", "10")
+    # Long enough that the run cannot end on its own before the signal, even
+    # when this process is starved on a busy machine.
+    extra = (
+        "--epochs",
+        "1",
+        "--steps-per-epoch",
+        str(LONG_RUN),
+        "--checkpoint-every",
+        "10",
+    )
     with open(logdir / "stderr.txt", "w") as stderr:
         process = subprocess.Popen(
             command(logdir, *extra),
@@ -407,7 +429,7 @@ def test_sighup_saves_a_checkpoint_and_the_summary_and_exits_129(tmp_path):
     summary = json.loads(read(logdir / "summary.json"))
     assert summary["status"] == "hangup" and summary["exit_status"] == 129
     stopped_at = summary["final_step"]
-    assert latest_checkpoint_step(str(logdir / "checkpoints")) == stopped_at < 400
+    assert latest_checkpoint_step(str(logdir / "checkpoints")) == stopped_at < LONG_RUN
     log = read(logdir / "train.log")
     assert f"SIGHUP received: checkpoint saved at step {stopped_at}" in log
 

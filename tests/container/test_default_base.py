@@ -250,6 +250,38 @@ def test_readme_background_training_outlives_ssh_and_reaches_tensorboard(project
     assert wait_for(listed, 120, "the run in TensorBoard's /data/runs", interval=2)
 
 
+def test_a_command_on_the_ssh_line_starts_in_the_workspace(project):
+    """`ssh host 'cmd'` runs no login shell: sshd's SetEnv points BASH_ENV at
+    the session hook, which moves the command to /workspace and unsets
+    BASH_ENV for what the command runs."""
+    probe = project.ssh('pwd; echo "BASH_ENV=${BASH_ENV-unset}"; bash -c pwd')
+    assert probe.returncode == 0, probe.stderr
+    assert probe.stdout.split() == ["/workspace", "BASH_ENV=unset", "/workspace"], (
+        probe.stdout + probe.stderr
+    )
+
+
+def test_a_users_model_trains_from_a_command_on_the_ssh_line(project):
+    """The README's own-model run, given on the `ssh` line without `cd`:
+    runs/own lands on the host, where TensorBoard sees it."""
+    started = project.ssh(
+        "nohup tfnorm train "
+        "--model-fn examples/keras_transformer_classifier.py:build_model "
+        "--data-fn examples/keras_transformer_classifier.py:load_data "
+        "--epochs 1 --steps-per-epoch 10 --histogram-every 5 --logdir runs/own "
+        "> runs/own.out 2>&1 < /dev/null &"
+    )
+    assert started.returncode == 0, started.stderr
+    run = pathlib.Path(project.dir, "runs", "own")
+    try:
+        summary = wait_for_summary(run)
+    except AssertionError:
+        output = project.ssh("cat /workspace/runs/own.out ~/runs/own.out; ls -la ~")
+        raise AssertionError(output.stdout + output.stderr) from None
+    assert summary["status"] == "completed" and summary["final_step"] == 10, summary
+    assert list((run / "norms").glob("events.out.*"))
+
+
 def test_compose_stop_during_a_run_checkpoints_and_exits_zero(project):
     started = project.ssh(
         "cd /workspace && { nohup tfnorm train --task sorted --epochs 200 "

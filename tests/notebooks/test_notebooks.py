@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import os
 import pathlib
-import shutil
 import sys
 
 import pytest
@@ -30,6 +29,8 @@ from tests.conftest import REPO, RUNTIME
 
 NOTEBOOK_DIR = pathlib.Path(REPO) / "notebooks"
 NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
+# Their executed copies, for readers (tools/make_notebooks.py --execute).
+EXECUTED_DIR = pathlib.Path(REPO) / "docs" / "notebooks"
 EXPECTED = (
     "01_quickstart.ipynb",
     "02_pre_vs_post_ln.ipynb",
@@ -75,13 +76,18 @@ def test_notebook_has_a_parameters_cell_first(path):
     )
 
 
-def test_notebooks_match_their_sources():
+def _make_notebooks():
     pytest.importorskip("nbformat", reason="nbformat (dev extra) is not installed")
     sys.path.insert(0, os.path.join(REPO, "tools"))
     try:
         import make_notebooks
     finally:
         sys.path.remove(os.path.join(REPO, "tools"))
+    return make_notebooks
+
+
+def test_notebooks_match_their_sources():
+    make_notebooks = _make_notebooks()
     for path in NOTEBOOKS:
         source = make_notebooks.SOURCES / (path.stem + ".py")
         assert source.exists(), f"{path.name} has no source {source}"
@@ -91,6 +97,45 @@ def test_notebooks_match_their_sources():
             f"{path.name} differs from {source.name}: edit the source in "
             "tools/notebooks/ and run `python tools/make_notebooks.py`"
         )
+
+
+def _cells_without_their_figure(cells):
+    """Indices of the code cells that call `plt.show()` but show no image."""
+    return [
+        index
+        for index, cell in enumerate(cells)
+        if cell["cell_type"] == "code"
+        and "plt.show()" in "".join(cell["source"])
+        and not any("image/png" in out.get("data", {}) for out in cell["outputs"])
+    ]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda path: path.stem)
+def test_executed_copy_in_docs_is_of_this_notebook_and_ran_cleanly(path):
+    executed_path = EXECUTED_DIR / path.name
+    regenerate = "regenerate with `python tools/make_notebooks.py --execute`"
+    assert executed_path.exists(), (
+        f"docs/notebooks/{path.name} is missing: {regenerate}"
+    )
+    executed, notebook = _load(executed_path), _load(path)
+    assert [(c["cell_type"], c["source"]) for c in executed["cells"]] == [
+        (c["cell_type"], c["source"]) for c in notebook["cells"]
+    ], f"docs/notebooks/{path.name} is of an older {path.name}: {regenerate}"
+    code = [c for c in executed["cells"] if c["cell_type"] == "code"]
+    assert [c["execution_count"] for c in code] == list(range(1, len(code) + 1)), (
+        f"docs/notebooks/{path.name} was not run top to bottom once: {regenerate}"
+    )
+    errors = [
+        index
+        for index, cell in enumerate(code)
+        if any(out["output_type"] == "error" for out in cell["outputs"])
+    ]
+    assert not errors, f"docs/notebooks/{path.name}: code cells {errors} failed"
+    blank = _cells_without_their_figure(executed["cells"])
+    assert not blank, f"docs/notebooks/{path.name}: cells {blank} show no figure"
+    stamp = executed["metadata"].get("tfnorm", {})
+    assert stamp.get("command") == "python tools/make_notebooks.py --execute"
+    assert stamp.get("runtime", "").startswith("TensorFlow ")
 
 
 def _execution_skip_reason():
@@ -113,45 +158,17 @@ def _execution_skip_reason():
 )
 @pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda path: path.stem)
-def test_notebook_executes(path, tmp_path, monkeypatch):
+def test_notebook_executes(path, tmp_path):
     import nbclient
-    import nbformat
 
-    # The kernelspec runs `python -m ipykernel_launcher`: this interpreter's
-    # directory first on PATH makes that the same environment as the test.
-    monkeypatch.setenv(
-        "PATH", os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"]
-    )
-    monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "2")
-    # Figures must render inline (ipykernel's default backend).
-    monkeypatch.delenv("MPLBACKEND", raising=False)
-    monkeypatch.setenv(
-        "PYTHONPATH", str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")
-    )
+    make_notebooks = _make_notebooks()
     notebook_dir_before = sorted(NOTEBOOK_DIR.iterdir())
-    shutil.copy(path, tmp_path / path.name)
-    notebook = nbformat.read(str(tmp_path / path.name), as_version=4)
-    client = nbclient.NotebookClient(
-        notebook,
-        timeout=CELL_TIMEOUT_S,
-        kernel_name="python3",
-        resources={"metadata": {"path": str(tmp_path)}},
-    )
     try:
-        client.execute()
+        notebook = make_notebooks.execute_notebook(path, tmp_path, CELL_TIMEOUT_S)
     except nbclient.exceptions.CellExecutionError as error:
         pytest.fail(f"{path.name} failed:\n{error}", pytrace=False)
-    finally:
-        executed = tmp_path / ("executed_" + path.name)
-        nbformat.write(notebook, str(executed))
     # Every cell that shows a figure produced one, drawn from its results.
-    blank = [
-        index
-        for index, cell in enumerate(notebook.cells)
-        if cell.cell_type == "code"
-        and "plt.show()" in cell.source
-        and not any("image/png" in out.get("data", {}) for out in cell.outputs)
-    ]
+    blank = _cells_without_their_figure(notebook.cells)
     assert not blank, f"{path.name}: cells {blank} call plt.show() but show no image"
     # The notebook wrote its files (logs, saved models) into the temporary
     # directory, not next to the committed notebooks.

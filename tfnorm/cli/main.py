@@ -123,7 +123,9 @@ def _quietly(exec_module):
                 os.dup2(saved, 2)
                 captured.seek(0)
                 level = int(QUIET_LOG_LEVEL)
-                kept = b"".join(line for line in captured if not _hidden(line, level))
+                kept = b"".join(
+                    line for line in captured if not is_hidden_log_line(line, level)
+                )
                 if kept:
                     os.write(2, kept)
         finally:
@@ -133,7 +135,9 @@ def _quietly(exec_module):
     return run
 
 
-def _hidden(line, level):
+def is_hidden_log_line(line, level=int(QUIET_LOG_LEVEL)):
+    """True for a line (bytes) of TensorFlow's C++ log below `level`, or
+    absl's notice before it: what a quiet command leaves out."""
     if line.startswith(_ABSL_NOTICE):
         return True
     match = _LOG_LINE.match(line)

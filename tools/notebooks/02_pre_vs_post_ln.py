@@ -185,7 +185,11 @@ def smooth(values, window=10):
 figure, (loss_ax, acc_ax) = plt.subplots(1, 2, figsize=(13, 4.2))
 labelled = set()
 for run in result["runs"] + extra_runs:
-    style = "--" if run["warmup_steps"] else "-"
+    # Dashed: warm-up; dotted: the control at a lower constant rate.
+    if run["warmup_steps"]:
+        style = "--"
+    else:
+        style = ":" if run["learning_rate"] != LEARNING_RATE else "-"
     label = None if run["variant"] in labelled else run["variant"]
     labelled.add(run["variant"])
     colour = COLOURS[run["norm_position"]]

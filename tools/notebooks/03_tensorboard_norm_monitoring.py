@@ -319,8 +319,9 @@ print(
     f"{len(monitor16.problems)} problem(s):"
 )
 for problem in monitor16.problems[:6]:
+    where = f"layer {problem.layer!r}" if problem.layer else "the loss"
     print(
-        f"  step {problem.step}: layer {problem.layer!r}, {problem.statistic} = "
+        f"  step {problem.step}: {where}, {problem.statistic} = "
         f"{problem.value:.3g} (threshold {problem.threshold})"
     )
 if warned16:

@@ -194,7 +194,9 @@ def train_under(strategy, initial_weights, optimizer_name, epochs):
     dataset = tf.data.Dataset.from_tensor_slices((train.ids, train.labels))
     dataset = dataset.batch(global_batch, drop_remainder=True)
     recorder = BatchLosses()
-    model.fit(dataset, epochs=epochs, callbacks=[recorder], verbose=0)
+    # The dataset's order is the order: Keras 3 warns that its default
+    # shuffle=True does nothing on a tf.data.Dataset.
+    model.fit(dataset, epochs=epochs, callbacks=[recorder], verbose=0, shuffle=False)
     accuracy = model.evaluate(val.ids, val.labels, batch_size=global_batch, verbose=0)
     return np.array(recorder.losses), accuracy[1]
 
