@@ -187,7 +187,8 @@ def write_executed(timeout=1200):
         for cell in notebook.cells:
             # Timestamps only: they would change every copy on every run.
             cell.metadata.pop("execution", None)
-            cell.outputs = _without_tensorflow_log(cell.get("outputs", []))
+            if cell.cell_type == "code":
+                cell.outputs = _without_tensorflow_log(cell.outputs)
         notebook.metadata["tfnorm"] = {"command": EXECUTE_COMMAND, "runtime": runtime}
         target = EXECUTED / path.name
         nbformat.write(notebook, str(target))

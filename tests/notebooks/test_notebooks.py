@@ -118,6 +118,12 @@ def test_executed_copy_in_docs_is_of_this_notebook_and_ran_cleanly(path):
         f"docs/notebooks/{path.name} is missing: {regenerate}"
     )
     executed, notebook = _load(executed_path), _load(path)
+    try:
+        import nbformat
+    except ImportError:  # the TF 2.9 root: the JSON checks below still run
+        pass
+    else:
+        nbformat.validate(nbformat.from_dict(executed))
     assert [(c["cell_type"], c["source"]) for c in executed["cells"]] == [
         (c["cell_type"], c["source"]) for c in notebook["cells"]
     ], f"docs/notebooks/{path.name} is of an older {path.name}: {regenerate}"
