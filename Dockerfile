@@ -80,6 +80,13 @@ RUN python3 -m pip install --no-cache-dir -c /opt/tfnorm/tf-stack-constraints.tx
 # tfnorm_entrypoint/ beside it), the healthcheck and the sshd_config template.
 COPY docker/ /opt/tfnorm/docker/
 COPY docker/profile-session-env.sh /etc/profile.d/tfnorm-session-env.sh
+# Commands on the ssh line read /etc/bash.bashrc, not the profile: the same
+# hook goes first there (docker/bashrc-ssh-command.sh). The TensorFlow images
+# leave that file world-writable; it is root's alone from here on.
+RUN { cat /opt/tfnorm/docker/bashrc-ssh-command.sh; \
+      cat /etc/bash.bashrc 2>/dev/null || true; } > /tmp/bash.bashrc \
+    && install -m 0644 -o root -g root /tmp/bash.bashrc /etc/bash.bashrc \
+    && rm /tmp/bash.bashrc
 # Modules to copy for `tfnorm train --model-fn/--data-fn` (README).
 COPY examples/ /workspace/examples/
 

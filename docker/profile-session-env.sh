@@ -2,11 +2,7 @@
 # /etc/profile.d hook: login shells over SSH get the container's TF/CUDA
 # environment, which the entrypoint writes at start (the token is never in it).
 # Non-login commands (`ssh host cmd`) get the same values from sshd's SetEnv,
-# which also points BASH_ENV here, so bash runs this before the command; it is
-# unset at once so that scripts the command runs do not source it again.
-if [ -n "${SSH_CONNECTION:-}" ]; then
-    unset BASH_ENV
-fi
+# and run this from /etc/bash.bashrc (docker/bashrc-ssh-command.sh).
 if [ -r /run/tfnorm/session-env.sh ]; then
     # shellcheck source=/dev/null
     . /run/tfnorm/session-env.sh

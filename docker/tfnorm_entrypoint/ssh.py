@@ -46,8 +46,6 @@ VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # control character (a new line would end the directive).
 SETENV_VALUE = re.compile(r"[^\x00-\x1f\x7f\"\\]*")
 HOST_KEY_TYPES = ("ed25519", "ecdsa")
-# The profile.d hook (docker/profile-session-env.sh in the image).
-SSH_COMMAND_HOOK = "/etc/profile.d/tfnorm-session-env.sh"
 
 
 def start_sshd(settings, env):
@@ -304,12 +302,10 @@ def render_sshd_config(settings, host_keys, session_env):
     """The sshd_config text, checked line by line (see `check_sshd_config`)."""
     with open(settings.sshd_template, encoding="utf-8") as handle:
         template_text = handle.read()
-    # `ssh host 'command'` runs `bash -c` in the home directory and reads no
-    # profile; bash sources BASH_ENV first, so the profile hook moves such a
-    # command to the workspace too (and unsets BASH_ENV for its children).
-    setenv = dict(session_env, BASH_ENV=SSH_COMMAND_HOOK)
-    setenv_line = "SetEnv " + " ".join(
-        f'"{name}={value}"' for name, value in setenv.items()
+    setenv_line = (
+        "SetEnv " + " ".join(f'"{name}={value}"' for name, value in session_env.items())
+        if session_env
+        else ""
     )
     rendered = string.Template(template_text).substitute(
         port=settings.ssh_port,

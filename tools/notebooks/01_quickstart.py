@@ -341,7 +341,7 @@ print("rebuilt subclassed model gives the same logits")
 # has three such modules to copy in `/workspace/examples`:
 #
 # ```sh
-# ssh -p 2222 tfnorm@127.0.0.1 'cd /workspace && nohup tfnorm train \
+# ssh -p 2222 tfnorm@127.0.0.1 'nohup tfnorm train \
 #     --model-fn examples/keras_transformer_classifier.py:build_model \
 #     --data-fn examples/keras_transformer_classifier.py:load_data \
 #     --epochs 3 --logdir runs/mine --log-file runs/mine.log > /dev/null 2>&1 &'
