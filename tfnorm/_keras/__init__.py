@@ -14,12 +14,17 @@ The helpers are grouped by what they touch: `runtime` (versions, flavour,
 save formats), `layers` (weights, sublayers, attention, masks),
 `serialization` (registration, portable configs, saving), `optimizers`
 (the bases of tfnorm's optimizers: clipping, AdamW, variable paths),
-`training` (mixed precision, optimizers and callbacks in custom loops)
-and `xla`.
+`training` (mixed precision, optimizers and callbacks in custom loops),
+`hub` (keras-hub's encoder internals) and `xla`.
+
+No module outside this package reads private Keras attributes, overrides
+private Keras methods or tests versions; tests/_keras/test_boundary.py fails
+when one does.
 """
 
 from __future__ import annotations
 
+from tfnorm._keras.hub import hub_encoder_sublayers, hub_encoder_width
 from tfnorm._keras.layers import (
     add_weight,
     attention_projections,
@@ -39,7 +44,9 @@ from tfnorm._keras.layers import (
     record_built_shape,
     replace_graph_layer,
     replace_sublayer,
+    shadow_call,
     sublayers,
+    unshadow_call,
     without_keras_mask,
 )
 from tfnorm._keras.optimizers import (
@@ -117,6 +124,8 @@ __all__ = [
     "GlobalClipping",
     "global_policy_name",
     "holders",
+    "hub_encoder_sublayers",
+    "hub_encoder_width",
     "in_xla_context",
     "is_compiled",
     "is_functional_subclass",
@@ -146,10 +155,12 @@ __all__ = [
     "scale_loss",
     "serialized_class_name",
     "set_global_policy",
+    "shadow_call",
     "single_input_build_config",
     "sublayers",
     "tf",
     "unscale_gradients",
+    "unshadow_call",
     "variable_path",
     "without_keras_mask",
 ]
