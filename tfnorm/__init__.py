@@ -33,8 +33,8 @@ def _started_as_the_command():
 
 def _load_library():
     # A missing or too old TensorFlow must give one clear error before any
-    # submodule imports it.
-    from tfnorm._tf_check import check_tensorflow
+    # submodule imports it (`tfnorm._keras` checks first thing, too).
+    from tfnorm._keras.tf_check import check_tensorflow
 
     check_tensorflow()
 

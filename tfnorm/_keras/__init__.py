@@ -12,12 +12,19 @@ Every other module imports `keras` and the helpers below from here
 (`from tfnorm._keras import keras, tf`) instead of testing versions itself.
 The helpers are grouped by what they touch: `runtime` (versions, flavour,
 save formats), `layers` (weights, sublayers, attention, masks),
-`serialization` (registration, portable configs, saving), `training` (mixed
-precision, optimizers, callbacks) and `xla`.
+`serialization` (registration, portable configs, saving), `optimizers`
+(the bases of tfnorm's optimizers: clipping, AdamW, variable paths),
+`training` (mixed precision, optimizers and callbacks in custom loops),
+`hub` (keras-hub's encoder internals) and `xla`.
+
+No module outside this package reads private Keras attributes, overrides
+private Keras methods or tests versions; tests/_keras/test_boundary.py fails
+when one does.
 """
 
 from __future__ import annotations
 
+from tfnorm._keras.hub import hub_encoder_sublayers, hub_encoder_width
 from tfnorm._keras.layers import (
     add_weight,
     attention_projections,
@@ -37,8 +44,17 @@ from tfnorm._keras.layers import (
     record_built_shape,
     replace_graph_layer,
     replace_sublayer,
+    shadow_call,
     sublayers,
+    unshadow_call,
     without_keras_mask,
+)
+from tfnorm._keras.optimizers import (
+    CLIPS_BEFORE_ALL_REDUCE,
+    AdamWBase,
+    GlobalClipping,
+    optimizer_variables,
+    variable_path,
 )
 from tfnorm._keras.random_state import (
     checkpointable_random_state,
@@ -67,12 +83,12 @@ from tfnorm._keras.serialization import (
     single_input_build_config,
 )
 from tfnorm._keras.training import (
-    CLIPS_BEFORE_ALL_REDUCE,
     accept_tensor_logs,
     build_optimizer,
     checkpointable_optimizer,
     global_policy_name,
     is_compiled,
+    is_loss_scaled,
     loss_scale_optimizer,
     model_jit_compile,
     scale_loss,
@@ -85,6 +101,7 @@ from tfnorm._keras.xla import (
 )
 
 __all__ = [
+    "AdamWBase",
     "CLIPS_BEFORE_ALL_REDUCE",
     "FLAVOUR",
     "IS_KERAS_3",
@@ -104,12 +121,16 @@ __all__ = [
     "checkpointable_random_state",
     "describe",
     "get_keras_mask",
+    "GlobalClipping",
     "global_policy_name",
     "holders",
+    "hub_encoder_sublayers",
+    "hub_encoder_width",
     "in_xla_context",
     "is_compiled",
     "is_functional_subclass",
     "is_graph_model",
+    "is_loss_scaled",
     "keep_input_dtype",
     "keras",
     "keras_norm_classes",
@@ -119,6 +140,7 @@ __all__ = [
     "loss_scale_optimizer",
     "model_jit_compile",
     "model_path",
+    "optimizer_variables",
     "padding_mask_like",
     "plain_axis",
     "portable_layer_config",
@@ -133,9 +155,12 @@ __all__ = [
     "scale_loss",
     "serialized_class_name",
     "set_global_policy",
+    "shadow_call",
     "single_input_build_config",
     "sublayers",
     "tf",
     "unscale_gradients",
+    "unshadow_call",
+    "variable_path",
     "without_keras_mask",
 ]

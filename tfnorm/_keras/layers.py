@@ -398,3 +398,19 @@ def replace_graph_layer(model, old, new):
         if isinstance(layers, list):
             layers[:] = [new if layer is old else layer for layer in layers]
     return True
+
+
+def shadow_call(layer, call):
+    """Makes `layer(...)` run `call` instead of its class's `call` until
+    `unshadow_call(layer)`.
+
+    Set with `object.__setattr__`, which bypasses Keras's attribute tracking:
+    `call` is a plain function, not state of the layer, and is deleted again
+    by `unshadow_call`.
+    """
+    object.__setattr__(layer, "call", call)
+
+
+def unshadow_call(layer):
+    """Removes what `shadow_call` installed; the class's `call` is back."""
+    object.__delattr__(layer, "call")

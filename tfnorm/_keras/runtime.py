@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from tfnorm._tf_check import check_tensorflow
+from tfnorm._keras.tf_check import check_tensorflow
 
 tf = check_tensorflow()
 

@@ -25,19 +25,19 @@ def global_policy_name() -> str:
     return keras.mixed_precision.global_policy().name
 
 
-#: Keras 3's optimizers clip gradients (clipnorm/global_clipnorm/clipvalue)
-#: inside each replica *before* the cross-replica all-reduce, so under
-#: MirroredStrategy they clip each replica's partial gradient instead of the
-#: global one. Keras 2 and tf_keras aggregate first. tfnorm's optimizers
-#: (tfnorm.training.optimizers) correct for it where this is True.
-CLIPS_BEFORE_ALL_REDUCE = IS_KERAS_3
-
-
 def loss_scale_optimizer(optimizer):
     """Wraps `optimizer` in dynamic loss scaling (needed for float16 training)."""
     if IS_KERAS_3:
         return keras.optimizers.LossScaleOptimizer(optimizer)
     return keras.mixed_precision.LossScaleOptimizer(optimizer)
+
+
+def is_loss_scaled(optimizer):
+    """Whether `optimizer` already applies loss scaling.
+
+    Both Keras generations call the wrapped optimizer `inner_optimizer`.
+    """
+    return hasattr(optimizer, "inner_optimizer")
 
 
 def scale_loss(optimizer, loss):

@@ -17,7 +17,7 @@ import re
 
 import numpy as np
 
-from tfnorm._keras import keras, tf
+from tfnorm._keras import keras, shadow_call, tf, unshadow_call
 from tfnorm.callbacks.layers import norm_epsilon, norm_statistic
 
 #: The tensors of a layer the probe can record.
@@ -170,7 +170,7 @@ class NormProbe:
             self.model(x, training=False)
         finally:
             for layer in installed:
-                object.__delattr__(layer, "call")
+                unshadow_call(layer)
         layers = dict(self.entries)
         results = {}
         order = []
@@ -225,9 +225,7 @@ def _install_recorder(layer, path, calls):
         calls.append((path, inputs, outputs))
         return outputs
 
-    # `object.__setattr__` bypasses Keras's attribute tracking: the recorder
-    # is a plain function, not state, and is deleted again after tracing.
-    object.__setattr__(layer, "call", recording_call)
+    shadow_call(layer, recording_call)
 
 
 def _floor_ratio(statistic, epsilon):

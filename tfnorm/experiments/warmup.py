@@ -206,13 +206,12 @@ def _resolve(config, overrides):
 def _seed_everything(cfg):
     # Every random draw is seeded (weights per run, data from NumPy
     # generators); deterministic kernels remove the rest of the run-to-run
-    # spread (the order of parallel reductions). TensorFlow 2.9 has them too.
+    # spread (the order of parallel reductions). TensorFlow has the switch
+    # since 2.8, so in every release tfnorm supports.
     if cfg.deterministic:
         from tfnorm._keras import tf
 
-        enable = getattr(tf.config.experimental, "enable_op_determinism", None)
-        if enable is not None:
-            enable()
+        tf.config.experimental.enable_op_determinism()
 
 
 def _check_variant_settings(settings, steps):

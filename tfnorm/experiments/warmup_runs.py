@@ -165,8 +165,7 @@ class PositionTrainer:
         keras.utils.set_random_seed(seed)
         fresh, _ = self._build()
         self.model.set_weights(fresh.get_weights())
-        variables = self.optimizer.variables
-        for variable in variables() if callable(variables) else variables:
+        for variable in _keras.optimizer_variables(self.optimizer):
             variable.assign(tf.zeros_like(variable))
 
     def _train_step(self, tokens, targets, weights):

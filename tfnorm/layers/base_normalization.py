@@ -22,8 +22,8 @@ _FLOAT32 = np.finfo(np.float32)
 FLOAT32_NORMAL_RANGE = (float(_FLOAT32.tiny), float(_FLOAT32.max))
 
 
-def _validate_epsilon(epsilon, layer_class):
-    low, high = layer_class._epsilon_range
+def _validate_epsilon(epsilon, epsilon_range, layer_class):
+    low, high = epsilon_range
     if not is_real(epsilon) or not low <= epsilon <= high:
         raise ValueError(
             f"`epsilon` must be a number in about [{low:.3g}, {high:.3g}] for "
@@ -137,7 +137,7 @@ class BaseNormalization(Layer):
     def __init__(self, axis=-1, epsilon=1e-5, **kwargs):
         super().__init__(**kwargs)
         self.axis = _validate_axis_type(axis)
-        self.epsilon = _validate_epsilon(epsilon, type(self))
+        self.epsilon = _validate_epsilon(epsilon, self._epsilon_range, type(self))
         self.supports_masking = True
         keep_input_dtype(self)
         self._axis_sizes = None

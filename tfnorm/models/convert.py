@@ -3,12 +3,16 @@ wherever its norms live; keras-hub encoders onto tfnorm's blocks."""
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from tfnorm._keras import (
     build_sublayer,
     built_input_shape,
     holders,
+    hub_encoder_sublayers,
+    hub_encoder_width,
     is_functional_subclass,
     is_graph_model,
     keras,
@@ -185,12 +189,17 @@ class ConversionError(ValueError):
 
 class _Origin:
     """The class and config of the keras-hub norm a tfnorm norm replaced, so
-    `to="keras"` can put that class back (a plain object: Keras's attribute
-    tracking and saving ignore it)."""
+    `to="keras"` can put that class back."""
 
     def __init__(self, cls, config):
         self.cls = cls
         self.config = config
+
+
+# Each converted norm's `_Origin`, kept beside the layer rather than on it so
+# that nothing of it enters the layer's tracked (and saved) state; an entry
+# goes when its layer does.
+_ORIGINS = weakref.WeakKeyDictionary()
 
 
 def _wants(layer, to):
@@ -357,7 +366,7 @@ def _converted(layer, to, path):
             return LayerNormalization(**config, weight_layout="keras")
         return RMSNorm(**config, weight_layout="keras")
     if to == "keras" and isinstance(layer, BaseNormalization):
-        origin = getattr(layer, "_tfnorm_origin", None)
+        origin = _ORIGINS.get(layer)
         if origin is not None:
             return origin.cls.from_config(dict(origin.config, name=layer.name))
         return _keras_equivalent(layer, path)
@@ -386,7 +395,7 @@ def _from_foreign(layer, path):
         dtype=layer.dtype_policy,
     )
     if config is not None:
-        object.__setattr__(new, "_tfnorm_origin", _Origin(type(layer), config))
+        _ORIGINS[new] = _Origin(type(layer), config)
     return new
 
 
@@ -468,15 +477,6 @@ _HUB_ENCODER_OPTIONS = (
     "normalize_first",
 )
 
-#: (keras-hub sublayer attribute, tfnorm block sublayer attribute).
-_HUB_ENCODER_SUBLAYERS = (
-    ("_self_attention_layer", "attention"),
-    ("_self_attention_layer_norm", "attention_norm"),
-    ("_feedforward_layer_norm", "ffn_norm"),
-    ("_feedforward_intermediate_dense", "ffn_inner"),
-    ("_feedforward_output_dense", "ffn_output"),
-)
-
 
 def _is_hub_transformer_encoder(layer):
     # By class, so tfnorm need not import keras-hub (nor require it).
@@ -528,7 +528,7 @@ def _hub_encoder_options(layer, path):
             f"Received: {option}={config[option]!r}"
         )
     shape = built_input_shape(layer)
-    d_model = shape[-1] if shape else layer._feedforward_output_dense.units
+    d_model = shape[-1] if shape else hub_encoder_width(layer)
     num_heads = layer.num_heads
     if d_model % num_heads:
         # keras-hub then uses key_dim = d_model // num_heads, an attention
@@ -562,8 +562,7 @@ def _hub_encoder_options(layer, path):
 
 
 def _copy_hub_encoder_weights(layer, block):
-    for hub_name, tfnorm_name in _HUB_ENCODER_SUBLAYERS:
-        source = getattr(layer, hub_name)
+    for source, tfnorm_name in hub_encoder_sublayers(layer):
         target = getattr(block, tfnorm_name)
         target.set_weights(_weights_for(source, target))
 
@@ -628,7 +627,7 @@ def encoder_block_from_keras_hub(layer):
 
 def _hub_value(layer, option):
     if option == "hidden_dim":
-        return layer._feedforward_output_dense.units
+        return hub_encoder_width(layer)
     if option == "activation":
         return getattr(layer.activation, "__name__", layer.activation)
     return getattr(layer, option)

@@ -14,7 +14,7 @@ import re
 
 from tfnorm import _keras
 from tfnorm._checks import is_real
-from tfnorm._keras import keras, register_serializable, tf
+from tfnorm._keras import keras, register_serializable, variable_path
 from tfnorm.choices import OPTIMIZERS
 from tfnorm.layers import is_norm_layer
 
@@ -23,22 +23,6 @@ DEFAULT_EXCLUDE = ("norm", "bias")
 # LayerNormalization: gamma/beta; Keras 3 RMSNormalization and tfnorm RMSNorm:
 # scale). Always excluded, whatever the layer is called.
 NORM_WEIGHT_NAMES = ("gamma", "beta", "scale")
-
-# Keras 3 and tf_keras ship AdamW with a per-variable exclusion list; Keras 2.9
-# has none (only Adam), so there the decoupled decay is added to Adam below.
-_CoreAdamW = getattr(keras.optimizers, "AdamW", None)
-
-
-def variable_path(variable) -> str:
-    """A variable's scoped name without ":0" or a replica suffix.
-
-    Keras 3 keeps the layer path in `variable.path` ("block/ln_1/gamma");
-    Keras 2 in the name ("block/ln_1/gamma:0", or ".../gamma/replica_1:0" for
-    a MirroredStrategy component).
-    """
-    path = getattr(variable, "path", None) or variable.name
-    path = re.sub(r":\d+$", "", str(path))
-    return re.sub(r"/replica_\d+$", "", path)
 
 
 def norm_variable_paths(model_or_layers) -> set:
@@ -105,144 +89,43 @@ class _DecayExclusion:
         )
 
 
-class _ClipAfterAllReduce:
-    """Makes Keras 3 clip the all-reduced gradient, not each replica's share.
-
-    Keras 3 clips inside each replica before summing the replicas' gradients,
-    so under MirroredStrategy `global_clipnorm` bounds every partial gradient
-    rather than the global one and the trajectory differs from one device.
-    Here the gradients are all-reduced first, clipped, then divided by the
-    replica count, so Keras's own all-reduce that follows restores the clipped
-    sum exactly.
-    """
-
-    def _clip_gradients(self, grads):
-        context = tf.distribute.get_replica_context()
-        clips = self.clipnorm or self.global_clipnorm or self.clipvalue
-        if not clips or context is None or context.num_replicas_in_sync == 1:
-            return super()._clip_gradients(grads)
-        present = [g for g in grads if g is not None]
-        summed = iter(context.all_reduce(tf.distribute.ReduceOp.SUM, present))
-        grads = [None if g is None else next(summed) for g in grads]
-        replicas = float(context.num_replicas_in_sync)
-        return [
-            None if g is None else g / replicas for g in super()._clip_gradients(grads)
-        ]
-
-
-class _AggregatesBeforeClipping:
-    """Keras 2 and tf_keras all-reduce before clipping: nothing to correct."""
-
-
-_ClipMixin = (
-    _ClipAfterAllReduce if _keras.CLIPS_BEFORE_ALL_REDUCE else _AggregatesBeforeClipping
-)
-
-
 @register_serializable
-class Adam(_ClipMixin, keras.optimizers.Adam):
+class Adam(_keras.GlobalClipping, keras.optimizers.Adam):
     """`keras.optimizers.Adam` whose clipping acts on the global gradient."""
 
 
 @register_serializable
-class SGD(_ClipMixin, keras.optimizers.SGD):
+class SGD(_keras.GlobalClipping, keras.optimizers.SGD):
     """`keras.optimizers.SGD` whose clipping acts on the global gradient."""
 
 
-if _CoreAdamW is not None:
+@register_serializable
+class AdamW(_DecayExclusion, _keras.AdamWBase):
+    """Adam with decoupled weight decay that skips norm weights and biases by default.
 
-    @register_serializable
-    class AdamW(_ClipMixin, _DecayExclusion, _CoreAdamW):
-        """Keras's AdamW that skips norm weights and biases by default.
+    Keras's AdamW where this Keras has one; elsewhere (Keras 2.9) Adam with
+    the same decay added, `var -= learning_rate * weight_decay * var` before
+    each update (see `tfnorm._keras.optimizers`). Clipping acts on the
+    global gradient.
 
-        Args:
-            exclude_from_weight_decay: regular expressions searched in each
-                variable's "owning_layer/weight_name"; matching variables are
-                not decayed. Norm weights named gamma/beta/scale and the
-                variables given to `exclude_variables` are always skipped.
-                Defaults to `("norm", "bias")`.
-            **kwargs: as for `keras.optimizers.AdamW`.
-        """
+    Args:
+        exclude_from_weight_decay: regular expressions searched in each
+            variable's "owning_layer/weight_name"; matching variables are
+            not decayed. Norm weights named gamma/beta/scale and the
+            variables given to `exclude_variables` are always skipped.
+            Defaults to `("norm", "bias")`.
+        *args, **kwargs: as for `keras.optimizers.AdamW` (learning_rate,
+            weight_decay, beta_1, beta_2, epsilon, ...).
+    """
 
-        def __init__(self, *args, exclude_from_weight_decay=DEFAULT_EXCLUDE, **kwargs):
-            super().__init__(*args, **kwargs)
-            self._init_exclusion(exclude_from_weight_decay)
+    def __init__(self, *args, exclude_from_weight_decay=DEFAULT_EXCLUDE, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._init_exclusion(exclude_from_weight_decay)
 
-        def build(self, var_list):
-            if not (getattr(self, "_built", False) or getattr(self, "built", False)):
-                skipped = [v for v in var_list if not self.decays_variable(v)]
-                # The public hook of Keras's AdamW; it must run before build.
-                _CoreAdamW.exclude_from_weight_decay(self, var_list=skipped)
-            super().build(var_list)
-
-        def get_config(self):
-            config = super().get_config()
-            config["exclude_from_weight_decay"] = list(self.exclude_patterns)
-            return config
-
-else:
-
-    @register_serializable
-    class AdamW(_DecayExclusion, keras.optimizers.Adam):
-        """Adam with decoupled weight decay, for Keras versions without AdamW.
-
-        Before each Adam update the variable is shrunk as Keras's AdamW does,
-        `var -= learning_rate * weight_decay * var`, except for the variables
-        `decays_variable` rejects (norm weights, biases, `exclude_from_weight_decay`
-        patterns).
-        """
-
-        def __init__(
-            self,
-            learning_rate=0.001,
-            weight_decay=0.004,
-            beta_1=0.9,
-            beta_2=0.999,
-            epsilon=1e-7,
-            amsgrad=False,
-            exclude_from_weight_decay=DEFAULT_EXCLUDE,
-            name="AdamW",
-            **kwargs,
-        ):
-            super().__init__(
-                learning_rate=learning_rate,
-                beta_1=beta_1,
-                beta_2=beta_2,
-                epsilon=epsilon,
-                amsgrad=amsgrad,
-                name=name,
-                **kwargs,
-            )
-            self._set_hyper("weight_decay", weight_decay)
-            self._init_exclusion(exclude_from_weight_decay)
-
-        @property
-        def weight_decay(self):
-            return self._get_hyper("weight_decay")
-
-        def _decay(self, var, apply_state):
-            if not self.decays_variable(var):
-                return []
-            var_device, var_dtype = var.device, var.dtype.base_dtype
-            coefficients = (apply_state or {}).get(
-                (var_device, var_dtype)
-            ) or self._fallback_apply_state(var_device, var_dtype)
-            weight_decay = self._get_hyper("weight_decay", var_dtype)
-            return [var.assign_sub(var * weight_decay * coefficients["lr_t"])]
-
-        def _resource_apply_dense(self, grad, var, apply_state=None):
-            with tf.control_dependencies(self._decay(var, apply_state)):
-                return super()._resource_apply_dense(grad, var, apply_state)
-
-        def _resource_apply_sparse(self, grad, var, indices, apply_state=None):
-            with tf.control_dependencies(self._decay(var, apply_state)):
-                return super()._resource_apply_sparse(grad, var, indices, apply_state)
-
-        def get_config(self):
-            config = super().get_config()
-            config["weight_decay"] = self._serialize_hyperparameter("weight_decay")
-            config["exclude_from_weight_decay"] = list(self.exclude_patterns)
-            return config
+    def get_config(self):
+        config = super().get_config()
+        config["exclude_from_weight_decay"] = list(self.exclude_patterns)
+        return config
 
 
 def make_optimizer(

@@ -126,8 +126,8 @@ class OwnModelWorkload:
             raise ConfigError(
                 "model_fn",
                 f"model_fn {self.model_spec} returned {type(model).__name__}, not "
-                f"a Keras model of this runtime ({_keras.FLAVOUR} "
-                f"{_keras.KERAS_VERSION}: build it with tf.keras). "
+                f"a Keras model of this runtime ({_runtime_name()}: build it "
+                "with tf.keras). "
                 f"Received: model_fn={self.model_spec!r}",
             )
         return model
@@ -268,7 +268,11 @@ def model_signature(model):
     """A digest of the model's weights (order, shapes, dtypes, names without
     Keras's per-process `_N` suffixes): changes when the model's code does."""
     entries = [
-        [re.sub(r"_\d+(?=/|$)", "", _weight_name(w)), list(w.shape), str(w.dtype)]
+        [
+            re.sub(r"_\d+(?=/|$)", "", _keras.variable_path(w)),
+            list(w.shape),
+            str(w.dtype),
+        ]
         for w in model.weights
     ]
     return hashlib.sha256(json.dumps(entries).encode()).hexdigest()
@@ -314,5 +318,6 @@ def _class_name(name):
     return "".join(part.capitalize() for part in name.split("_"))
 
 
-def _weight_name(weight):
-    return getattr(weight, "path", None) or weight.name.split(":")[0]
+def _runtime_name():
+    runtime = _keras.describe()
+    return f"{runtime['keras_flavour']} {runtime['keras']}"

@@ -63,11 +63,6 @@ def wrap_for_mixed_precision(optimizer, mode="current"):
         mode: the precision mode as for `set_mixed_precision`; defaults to the
             global policy in effect.
     """
-    if not needs_loss_scaling(mode) or _is_loss_scaled(optimizer):
+    if not needs_loss_scaling(mode) or _keras.is_loss_scaled(optimizer):
         return optimizer
     return _keras.loss_scale_optimizer(optimizer)
-
-
-def _is_loss_scaled(optimizer):
-    # Both Keras generations call the wrapped optimizer `inner_optimizer`.
-    return hasattr(optimizer, "inner_optimizer")
