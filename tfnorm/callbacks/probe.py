@@ -93,14 +93,14 @@ def check_probe_data(model, run, batches, argument="data"):
     try:
         run()
     except (TypeError, ValueError, tf.errors.OpError) as error:
-        reason = _reason(error)
+        reason = error_gist(error)
         raise ValueError(
             f"`{argument}` cannot be fed to model {model.name!r} ({reason}). "
             f"Received: {argument}={describe_batches(batches)}"
         ) from error
 
 
-def _reason(error, limit=400):
+def error_gist(error, limit=400):
     """The gist of `error`: an error raised while tracing a `tf.function`
     carries the user-code stack before the original message."""
     text = re.sub(r"\x1b\[[0-9;]*m", "", str(error))  # Keras 3's bold markup

@@ -287,10 +287,10 @@ def _run(model, probe, what, call=None):
         else:
             call()
     except (TypeError, ValueError, tf.errors.OpError) as error:
-        from tfnorm.callbacks.probe import _reason
+        from tfnorm.callbacks.probe import error_gist
 
         raise DataError(
-            f"{what} ({_reason(error, limit=300)}). The first training batch: "
+            f"{what} ({error_gist(error, limit=300)}). The first training batch: "
             f"{describe_shapes(probe)}"
         ) from None
 
