@@ -203,17 +203,6 @@ def get_strategy(kind="auto", devices=None):
     return tf.distribute.get_strategy()
 
 
-def is_one_local_replica(strategy) -> bool:
-    """True when `strategy` runs one replica and talks to no other worker:
-    its steps may take plain tensors and read their input inside the graph.
-
-    A one-worker `MultiWorkerMirroredStrategy` still wants distributed values.
-    """
-    return strategy.num_replicas_in_sync == 1 and not isinstance(
-        strategy, tf.distribute.MultiWorkerMirroredStrategy
-    )
-
-
 class DeviceError(ValueError):
     """A device named for a strategy does not exist or is not a device name."""
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import numpy as np
 
 from tfnorm import _keras
-from tfnorm import distribute as distribute_lib
 from tfnorm._keras import tf
 
 
@@ -134,7 +133,7 @@ def distribute(strategy, *parts):
 
     Returns the parts as tensors, per replica where there are several.
     """
-    if distribute_lib.is_one_local_replica(strategy):
+    if _is_one_local_replica(strategy):
         return tf.nest.map_structure(tf.constant, parts)
     per_replica = tf.nest.flatten(parts)[0].shape[0] // strategy.num_replicas_in_sync
 
@@ -144,6 +143,16 @@ def distribute(strategy, *parts):
         return tf.nest.map_structure(lambda array: tf.constant(array[part]), parts)
 
     return strategy.experimental_distribute_values_from_function(value_fn)
+
+
+def _is_one_local_replica(strategy):
+    """True when `strategy` runs one replica and talks to no other worker:
+    its steps may take plain tensors and read their input inside the graph.
+    A one-worker `MultiWorkerMirroredStrategy` still wants distributed values.
+    """
+    return strategy.num_replicas_in_sync == 1 and not isinstance(
+        strategy, tf.distribute.MultiWorkerMirroredStrategy
+    )
 
 
 def batches(dataset, batch_size, seed, start_example=0):
@@ -260,7 +269,7 @@ def dataset_step_fn(training, train_step):
     on_batch, on_iterator = (counting(training, part) for part in train_step)
     iterator, strategy = training.data_iterator, training.strategy
     # One replica reads its batch inside the compiled step, as `fit` does.
-    in_graph = distribute_lib.is_one_local_replica(strategy)
+    in_graph = _is_one_local_replica(strategy)
 
     def step_fn(step):
         if in_graph:
