@@ -240,6 +240,14 @@ def test_malformed_csv_fails_fast_with_file_and_line(
     assert not (logdir / "summary.json").exists()
 
 
+def test_a_malformed_tf_config_is_a_one_line_error(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("TF_CONFIG", '{"cluster": {"worker": ["h:1"]}}')
+    logdir = tmp_path / "run"
+    assert main(["train", *TINY_FLAGS, "--logdir", str(logdir)]) == 2
+    assert "error: TF_CONFIG needs a 'task' object" in capsys.readouterr().err
+    assert not logdir.exists()
+
+
 # ------------------------------------------------------- subprocess runs
 
 
