@@ -145,7 +145,10 @@ def _resolved(config, model_fn, data_fn):
         for key, function in (("model_fn", model_fn), ("data_fn", data_fn))
         if function is not None
     }
-    return dataclasses.replace(config, **named).resolve()
+    if named:
+        config = dataclasses.replace(config, **named)
+    # A config `tfnorm train` resolved is not checked again.
+    return config.resolve()
 
 
 def _workload(config, log, model_fn, data_fn):
