@@ -127,7 +127,8 @@ class TrainConfig:
     Build one from keywords or a dict (`TrainConfig.from_dict`); `resolve()`
     returns a copy with every value checked and the derived defaults filled
     in (`dff`, `checkpoint_dir`, `num_classes` of the synthetic tasks,
-    `val_split` of a data file without a validation file).
+    `val_split` of a data file without a validation file), and the resolved
+    copy itself when asked again.
     """
 
     # The user's own model and data.
@@ -332,9 +333,9 @@ class TrainConfig:
         return dataclasses.asdict(self)
 
     def resolve(self):
-        """A new config with every value checked and the derived defaults set.
+        """A copy with every value checked and the derived defaults set.
 
-        A config `resolve()` returned is returned as it is while its values
+        A config `resolve()` returned comes back as it is while its values
         stay unchanged, so the checks (which look at the file system and
         build the norm) run once per run, whether `tfnorm train` or
         `train(config)` asks first.
