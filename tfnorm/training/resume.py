@@ -59,11 +59,12 @@ def inspect(checkpoint_dir):
 def claimed(paths, log, inspected):
     """Refuses linked run files, creates the directories, locks them, opens the log.
 
-    Only the chief creates and locks (`paths.owns_directories`). Both the checkpoint directory and the
-    logdir are locked (`tfnorm.lock` in each; one lock when they are the same
-    directory): two runs sharing a logdir would overwrite each other's
-    `summary.json`, vocabulary and exported model and mix their TensorBoard
-    curves, so the second is refused even with its own checkpoint directory.
+    Only the chief creates and locks (`paths.owns_directories`). Both the
+    checkpoint directory and the logdir are locked (`tfnorm.lock` in each;
+    one lock when they are the same directory): two runs sharing a logdir
+    would overwrite each other's `summary.json`, vocabulary and exported
+    model and mix their TensorBoard curves, so the second is refused even
+    with its own checkpoint directory.
     A live holder of a lock is named in the error, a dead one's lock is taken
     over with a warning. The locks are released when the block ends.
 

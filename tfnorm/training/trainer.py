@@ -109,10 +109,11 @@ def train(config, handle_signals=True, stdout=None, *, model_fn=None, data_fn=No
 
     Raises:
         ConfigError: a setting or `TF_CONFIG` is invalid (`error.key` names
-            the setting), the checkpoints belong to another run or none of
-            them restores, or another run holds the checkpoint directory. A `UserCodeError`
-            (a subclass) when `model_fn` or `data_fn` raised: its `details`
-            hold the traceback of the user's code.
+            the setting; None for `TF_CONFIG`), the checkpoints belong to
+            another run or none of them restores, or another run holds the
+            checkpoint directory. A `UserCodeError` (a subclass) when
+            `model_fn` or `data_fn` raised: its `details` hold the traceback
+            of the user's code.
         DataError: a data file is malformed or empty (names file and line).
     """
     config = _resolved(config, model_fn, data_fn)
