@@ -72,6 +72,23 @@ def two_device_strategy():
     )
 
 
+@pytest.fixture
+def config_checks(monkeypatch):
+    """A list that gets one entry each time `TrainConfig.resolve()` runs its
+    checks (the file system, the norm), for counting them."""
+    from tfnorm.training import config as config_module
+
+    calls = []
+    check = config_module.check_combinations
+
+    def counted(values):
+        calls.append(values)
+        return check(values)
+
+    monkeypatch.setattr(config_module, "check_combinations", counted)
+    return calls
+
+
 def run_python(code, cwd=None, timeout=300, env=None):
     """Runs `code` in a fresh Python process of this runtime; returns stdout.
 

@@ -240,6 +240,22 @@ def test_malformed_csv_fails_fast_with_file_and_line(
     assert not (logdir / "summary.json").exists()
 
 
+def test_the_command_resolves_the_config_once(tmp_path, config_checks, capsys):
+    logdir = tmp_path / "run"
+    argv = ["train", *TINY_FLAGS, "--steps-per-epoch", "2", "--no-export"]
+    assert main([*argv, "--logdir", str(logdir)]) == 0, capsys.readouterr().err
+    assert json.loads((logdir / "summary.json").read_text())["final_step"] == 2
+    assert len(config_checks) == 1
+
+
+def test_a_malformed_tf_config_is_a_one_line_error(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("TF_CONFIG", '{"cluster": {"worker": ["h:1"]}}')
+    logdir = tmp_path / "run"
+    assert main(["train", *TINY_FLAGS, "--logdir", str(logdir)]) == 2
+    assert "error: TF_CONFIG needs a 'task' object" in capsys.readouterr().err
+    assert not logdir.exists()
+
+
 # ------------------------------------------------------- subprocess runs
 
 

@@ -33,6 +33,23 @@ def test_resolve_returns_a_new_config_and_leaves_the_original_alone():
     assert config.validate() == result == result.resolve()
 
 
+def test_a_resolved_config_is_not_checked_again_until_a_value_changes(
+    config_checks,
+):
+    result = resolved(epochs=1)
+    assert result.is_resolved() and not TrainConfig(task="sorted").is_resolved()
+    assert result.resolve() is result and result.validate() is result
+    assert len(config_checks) == 1
+    # A copy with another value, or a value set afterwards, is checked again.
+    assert not dataclasses.replace(result, epochs=3).is_resolved()
+    assert dataclasses.replace(result, epochs=3).resolve().epochs == 3
+    result.epochs = True  # == 1, but not an integer setting
+    assert not result.is_resolved()
+    with pytest.raises(ConfigError, match="epochs"):
+        result.resolve()
+    assert len(config_checks) == 2
+
+
 def test_strings_are_read_like_flags():
     config = resolved(
         learning_rate="1e-3", epochs="3", export="false", clipnorm="none", seed="7"

@@ -10,6 +10,7 @@ import pytest
 
 from tfnorm.training import run_files
 from tfnorm.training.config import ConfigError, TrainConfig
+from tfnorm.training.run_paths import RunPaths
 
 
 class _Terminal(io.StringIO):
@@ -61,7 +62,7 @@ def test_run_config_holds_the_settings_and_the_identity(tmp_path):
     cfg = config(tmp_path)
     os.makedirs(cfg.checkpoint_dir)
     identity = {"data_sha256": None, "vocab_size": 17, "num_classes": 3}
-    run_files.write_run_config(cfg, identity)
+    run_files.write_run_config(RunPaths.from_config(cfg, {}), cfg, identity)
     saved = run_files.read_run_config(cfg.checkpoint_dir)
     assert saved["d_model"] == cfg.d_model and saved["run_identity"] == identity
 
@@ -113,7 +114,8 @@ def test_file_sha256_is_the_hash_of_the_bytes(tmp_path):
 
 
 def test_summary_is_written_atomically_as_json(tmp_path):
-    path = run_files.write_summary(str(tmp_path), {"status": "completed", "n": 1})
+    paths = RunPaths(str(tmp_path), str(tmp_path / "checkpoints"))
+    path = run_files.write_summary(paths, {"status": "completed", "n": 1})
     assert json.loads(open(path).read()) == {"status": "completed", "n": 1}
     assert os.listdir(tmp_path) == ["summary.json"]
 
@@ -148,7 +150,9 @@ def test_run_config_and_vocabulary_replace_a_link_without_writing_through_it(
     secret.write_text("mine\n")
     for name in ("run_config.json", "vocabulary.json", "vocabulary.json.tmp"):
         os.symlink(secret, os.path.join(cfg.checkpoint_dir, name))
-    run_files.write_run_config(cfg, {"data_sha256": None})
+    run_files.write_run_config(
+        RunPaths.from_config(cfg, {}), cfg, {"data_sha256": None}
+    )
     save_vocabulary(["good"], cfg.checkpoint_dir)
     assert secret.read_text() == "mine\n"
     assert run_files.read_run_config(cfg.checkpoint_dir)["task"] == "sorted"

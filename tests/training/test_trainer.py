@@ -225,6 +225,18 @@ def test_rerun_of_a_finished_run_does_not_train_again(tmp_path):
     assert not re.search(r"step \d+/3 epoch", out)
 
 
+@pytest.mark.parametrize("given", ["dict", "TrainConfig", "resolved TrainConfig"])
+def test_a_run_resolves_its_config_once(tmp_path, config_checks, given):
+    config = tiny(tmp_path, "once", epochs=1, steps_per_epoch=2)
+    if given != "dict":
+        config = TrainConfig.from_dict(config)
+    if given == "resolved TrainConfig":
+        config = config.resolve()
+    summary, _ = run(config)
+    assert summary["status"] == "completed"
+    assert len(config_checks) == 1
+
+
 def test_resume_with_other_model_settings_is_refused(tmp_path):
     run(tiny(tmp_path, "run", epochs=1, steps_per_epoch=2))
     with pytest.raises(ConfigError, match=r"d_model: checkpoint 16, now 32") as info:

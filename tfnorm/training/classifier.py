@@ -10,7 +10,8 @@ Each one provides, in the order a run needs them:
 * `steps_per_epoch(batch_size)`;
 * `build(total_steps)`: the `build.Training` (model, optimizer, checkpoint);
 * `identity()`: what `run_config.json` records to recognise the run;
-  `write_files()`: files saved beside the checkpoints (a vocabulary);
+  `write_files(paths)`: files saved beside the checkpoints (a vocabulary),
+  `paths` being the run's `RunPaths`;
 * `step_fn(training)`: the function `run_loop` calls once per step;
 * `probe_batch`: a batch of inputs for the norm probes (NaN guard,
   histograms); `evaluate_fn(training)`: validation metrics, or None;
@@ -107,10 +108,10 @@ class ClassifierWorkload:
             "num_classes": self.train_set.num_classes,
         }
 
-    def write_files(self):
+    def write_files(self, paths):
         if self.vocabulary is not None:
             run_files.save_vocabularies(
-                self.vocabulary, self.config, self.train_set.label_names
+                self.vocabulary, paths, self.train_set.label_names
             )
 
     def step_fn(self, training):

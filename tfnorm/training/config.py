@@ -127,7 +127,8 @@ class TrainConfig:
     Build one from keywords or a dict (`TrainConfig.from_dict`); `resolve()`
     returns a copy with every value checked and the derived defaults filled
     in (`dff`, `checkpoint_dir`, `num_classes` of the synthetic tasks,
-    `val_split` of a data file without a validation file).
+    `val_split` of a data file without a validation file), and the resolved
+    copy itself when asked again.
     """
 
     # The user's own model and data.
@@ -332,12 +333,19 @@ class TrainConfig:
         return dataclasses.asdict(self)
 
     def resolve(self):
-        """A new config with every value checked and the derived defaults set.
+        """A copy with every value checked and the derived defaults set.
+
+        A config `resolve()` returned comes back as it is while its values
+        stay unchanged, so the checks (which look at the file system and
+        build the norm) run once per run, whether `tfnorm train` or
+        `train(config)` asks first.
 
         Raises:
             ConfigError: the first bad setting; `error.key` names it and the
                 message gives the received value.
         """
+        if self.is_resolved():
+            return self
         check_one_source(self.task, self.data, self.model_fn, self.data_fn)
         values = {
             field.name: setting_of(field).parse(field.name, getattr(self, field.name))
@@ -356,7 +364,16 @@ class TrainConfig:
             values["num_classes"] = 3
         if values["data"] and not values["val_data"] and values["val_split"] is None:
             values["val_split"] = DEFAULT_VAL_SPLIT
-        return dataclasses.replace(self, **values)
+        resolved = dataclasses.replace(self, **values)
+        # Not a field: `replace`, `to_dict` and `==` leave it out, so a copy
+        # with other values is checked again. The repr, unlike `==`, tells a
+        # value set to True from 1, or 2.0 from 2, after resolving.
+        resolved._resolved_repr = repr(resolved)
+        return resolved
+
+    def is_resolved(self):
+        """Whether `resolve()` returned this config and no value changed since."""
+        return self.__dict__.get("_resolved_repr") == repr(self)
 
     def validate(self):
         """The same as `resolve()` (kept for callers of the earlier API)."""

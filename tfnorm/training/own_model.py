@@ -199,7 +199,7 @@ class OwnModelWorkload:
             "model_weights": self.weight_count,
         }
 
-    def write_files(self):
+    def write_files(self, paths):
         """Nothing beside the checkpoints: the user's code is the model's recipe."""
 
     def step_fn(self, training):

@@ -13,6 +13,10 @@ the checkpoint directory:
    change since `inspect`, and removes half-written checkpoint files of a
    killed run;
 3. `restore` restores the newest checkpoint that restores cleanly.
+
+`claimed` and `restore` take the run's `RunPaths`: where the directories
+are, and whether this process is the chief, which alone creates, locks and
+changes them.
 """
 
 from __future__ import annotations
@@ -52,14 +56,15 @@ def inspect(checkpoint_dir):
 
 
 @contextlib.contextmanager
-def claimed(config, log, is_chief, inspected):
+def claimed(paths, log, inspected):
     """Refuses linked run files, creates the directories, locks them, opens the log.
 
-    Only the chief creates and locks. Both the checkpoint directory and the
-    logdir are locked (`tfnorm.lock` in each; one lock when they are the same
-    directory): two runs sharing a logdir would overwrite each other's
-    `summary.json`, vocabulary and exported model and mix their TensorBoard
-    curves, so the second is refused even with its own checkpoint directory.
+    Only the chief creates and locks (`paths.owns_directories`). Both the
+    checkpoint directory and the logdir are locked (`tfnorm.lock` in each;
+    one lock when they are the same directory): two runs sharing a logdir
+    would overwrite each other's `summary.json`, vocabulary and exported
+    model and mix their TensorBoard curves, so the second is refused even
+    with its own checkpoint directory.
     A live holder of a lock is named in the error, a dead one's lock is taken
     over with a warning. The locks are released when the block ends.
 
@@ -68,37 +73,43 @@ def claimed(config, log, is_chief, inspected):
     before anything is written, its target left as it was (see
     `tfnorm.training.files`).
 
+    Args:
+        paths: the run's `RunPaths`.
+        log: the run's `ProgressLog`; its file is opened here.
+        inspected: what `inspect` read from the checkpoint directory.
+
     Raises:
         ConfigError: a run file is a link, a directory or the log file cannot
             be created, a directory is locked, or the checkpoint directory
             changed since `inspected` was read.
     """
-    if is_chief:
-        _refuse_linked_run_files(config)
+    owner = paths.owns_directories
+    if owner:
+        _refuse_linked_run_files(paths)
     locks = []
     try:
         stale = []
-        if is_chief:
-            for key in ("logdir", "checkpoint_dir"):
-                _make_directory(key, getattr(config, key))
-            for key in _directories_to_lock(config):
-                locks.append(checkpoints.DirectoryLock(getattr(config, key)))
-                stale.append(_acquire(locks[-1], key, getattr(config, key)))
-        _open_log_file(log, config.log_file)
+        if owner:
+            for key, directory in paths.directories():
+                _make_directory(key, directory)
+            for key, directory in _directories_to_lock(paths):
+                locks.append(checkpoints.DirectoryLock(directory))
+                stale.append(_acquire(locks[-1], key, directory))
+        _open_log_file(log, paths.log_file)
         for holder in dict.fromkeys(text for text in stale if text):
             log.line(
                 f"warning: took over the lock left by a run that is gone ({holder})"
             )
-        if is_chief:
-            _check_unchanged(config.checkpoint_dir, inspected)
-            checkpoints.remove_partial_writes(config.checkpoint_dir)
+        if owner:
+            _check_unchanged(paths.checkpoint_dir, inspected)
+            checkpoints.remove_partial_writes(paths.checkpoint_dir)
         yield
     finally:
         for lock in reversed(locks):
             lock.release()
 
 
-def _refuse_linked_run_files(config):
+def _refuse_linked_run_files(paths):
     from tfnorm import _keras
 
     run_files_in = {
@@ -115,36 +126,45 @@ def _refuse_linked_run_files(config):
             os.path.basename(_keras.model_path("model", _keras.NATIVE_FORMAT)),
         ),
     }
-    for key, names in run_files_in.items():
-        directory = getattr(config, key)
+    for key, directory in paths.directories():
+        names = run_files_in[key]
         try:
             files.refuse_links([os.path.join(directory, name) for name in names])
         except OSError as error:
             raise ConfigError(key, f"{error}. Received: {key}={directory!r}") from None
 
 
-def _directories_to_lock(config):
+def _directories_to_lock(paths):
+    """`(setting, path)` of each directory to lock, the checkpoint directory first."""
     try:
-        same = os.path.samefile(config.logdir, config.checkpoint_dir)
+        same = os.path.samefile(paths.logdir, paths.checkpoint_dir)
     except OSError:
         same = False
-    return ("checkpoint_dir",) if same else ("checkpoint_dir", "logdir")
+    chosen = [("checkpoint_dir", paths.checkpoint_dir)]
+    return chosen if same else chosen + [("logdir", paths.logdir)]
 
 
-def restore(checkpoint, directory, log, is_chief):
-    """Restores the newest clean checkpoint in `directory`; returns `Resumed`.
+def restore(checkpoint, paths, log):
+    """Restores the newest clean checkpoint of the run; returns `Resumed`.
 
-    Damaged checkpoints are reported in the log; the chief moves those newer
-    than the restored one aside (see `checkpoints.restore_newest`).
+    Every process restores from the run's checkpoint directory. Damaged
+    checkpoints are reported in the log; the chief moves those newer than
+    the restored one aside (see `checkpoints.restore_newest`).
+
+    Args:
+        checkpoint: the run's `tf.train.Checkpoint`, every variable built.
+        paths: the run's `RunPaths`.
+        log: the run's `ProgressLog`.
 
     Raises:
         ConfigError: checkpoints exist but none restores. Starting over would
             bury them, so the user decides.
     """
+    directory = paths.checkpoint_dir
     known = checkpoints.read_state_file(directory) or []
     try:
         latest, skipped = checkpoints.restore_newest(
-            checkpoint, directory, quarantine=is_chief
+            checkpoint, directory, quarantine=paths.owns_directories
         )
     except checkpoints.CheckpointMismatchError as error:
         raise ConfigError(
@@ -170,22 +190,6 @@ def restore(checkpoint, directory, log, is_chief):
             f"checkpoint_dir={directory!r}",
         )
     return Resumed(latest, skipped, known)
-
-
-def own_checkpoint_dir(config, is_chief):
-    """The chief's checkpoint directory, or a worker's scratch one inside it.
-
-    Every worker must take part in each save (the variables are mirrored),
-    but only the chief's files are kept.
-    """
-    if is_chief:
-        return config.checkpoint_dir
-    from tfnorm.distribute import parse_tf_config
-
-    task = parse_tf_config(os.environ.get("TF_CONFIG"))["task"]
-    return os.path.join(
-        config.checkpoint_dir, f".{task['type']}_{task.get('index', 0)}"
-    )
 
 
 def _check_unchanged(directory, inspected):

@@ -99,10 +99,11 @@ def read_run_config(checkpoint_dir):
     return saved
 
 
-def write_run_config(config, identity):
-    """Writes the settings and `identity` to `checkpoint_dir/run_config.json`."""
+def write_run_config(paths, config, identity):
+    """Writes the settings and `identity` to `run_config.json` in the run's
+    checkpoint directory (`paths`, a `RunPaths`)."""
     values = dict(config.to_dict(), **{IDENTITY_KEY: identity})
-    _atomic_json(os.path.join(config.checkpoint_dir, RUN_CONFIG_FILE), values)
+    _atomic_json(os.path.join(paths.checkpoint_dir, RUN_CONFIG_FILE), values)
 
 
 #: Settings that may change on resume (the rest, `RESUME_KEYS`, may not);
@@ -264,10 +265,10 @@ def saved_label_names(checkpoint_dir, has_checkpoint):
     return load_label_names(checkpoint_dir) if has_checkpoint else None
 
 
-def save_vocabularies(vocabulary, config, label_names=None):
+def save_vocabularies(vocabulary, paths, label_names=None):
     """Saves a text run's vocabulary and class names with its checkpoints and
-    in `logdir` (beside the exported model)."""
-    for directory in (config.checkpoint_dir, config.logdir):
+    in its logdir (beside the exported model); `paths` is its `RunPaths`."""
+    for directory in (paths.checkpoint_dir, paths.logdir):
         save_vocabulary(vocabulary, directory)
         if label_names is not None:
             save_label_names(label_names, directory)
@@ -330,9 +331,10 @@ def data_summary(train_set, val_set, sha256):
     }
 
 
-def write_summary(logdir, summary):
-    """Writes `logdir/summary.json` atomically; returns its path."""
-    path = os.path.join(logdir, SUMMARY_FILE)
+def write_summary(paths, summary):
+    """Writes `summary.json` in the run's logdir (`paths`, a `RunPaths`)
+    atomically; returns its path."""
+    path = os.path.join(paths.logdir, SUMMARY_FILE)
     _atomic_json(path, summary)
     return path
 

@@ -20,7 +20,9 @@ assembles the pieces, each in its own module:
   resume uses the newest checkpoint that restores cleanly, a second run on
   the same directory is refused;
 * run files (`run_files.py`): the progress log file, `run_config.json` with
-  the run's identity, the vocabulary, `summary.json` and the export.
+  the run's identity, the vocabulary, `summary.json` and the export;
+* where all of these go and whether this process is the chief
+  (`run_paths.RunPaths`), read once from the config and `TF_CONFIG`.
 
 Nothing is created on disk until the settings, the data and the model are
 known to be good. From then on `summary.json` is written however the run
@@ -66,6 +68,7 @@ from tfnorm.training.classifier import ClassifierWorkload
 from tfnorm.training.config import ConfigError, TrainConfig
 from tfnorm.training.loop import LoopResult, Stop, run_loop
 from tfnorm.training.run_files import EXIT_STATUS, ProgressLog
+from tfnorm.training.run_paths import RunPaths
 
 __all__ = ["EXIT_STATUS", "train"]
 
@@ -105,24 +108,25 @@ def train(config, handle_signals=True, stdout=None, *, model_fn=None, data_fn=No
         (for status "nan") and `error` (for status "failed").
 
     Raises:
-        ConfigError: a setting is invalid (`error.key` names it), the
-            checkpoints belong to another run or none of them restores, or
-            another run holds the checkpoint directory. A `UserCodeError`
-            (a subclass) when `model_fn` or `data_fn` raised: its `details`
-            hold the traceback of the user's code.
+        ConfigError: a setting or `TF_CONFIG` is invalid (`error.key` names
+            the setting; None for `TF_CONFIG`), the checkpoints belong to
+            another run or none of them restores, or another run holds the
+            checkpoint directory. A `UserCodeError` (a subclass) when
+            `model_fn` or `data_fn` raised: its `details` hold the traceback
+            of the user's code.
         DataError: a data file is malformed or empty (names file and line).
     """
     config = _resolved(config, model_fn, data_fn)
+    paths = RunPaths.from_config(config)
     flag = signals.StopFlag()
     # The run sets the global dtype policy for its model; a notebook's later
     # models must not inherit it.
     previous_policy = _keras.global_policy_name()
     try:
-        with ProgressLog(stdout or sys.stdout, config.log_file) as log:
+        with ProgressLog(stdout or sys.stdout, paths.log_file) as log:
             with flag.installed(handle_signals):
-                return _Run(
-                    config, log, flag, _workload(config, log, model_fn, data_fn)
-                ).run()
+                workload = _workload(config, log, model_fn, data_fn)
+                return _Run(config, paths, log, flag, workload).run()
     finally:
         _keras.set_global_policy(previous_policy)
 
@@ -142,7 +146,10 @@ def _resolved(config, model_fn, data_fn):
         for key, function in (("model_fn", model_fn), ("data_fn", data_fn))
         if function is not None
     }
-    return dataclasses.replace(config, **named).resolve()
+    if named:
+        config = dataclasses.replace(config, **named)
+    # A config `tfnorm train` resolved is not checked again.
+    return config.resolve()
 
 
 def _workload(config, log, model_fn, data_fn):
@@ -156,19 +163,17 @@ def _workload(config, log, model_fn, data_fn):
 class _Run:
     """One call of `train`: checks, claims the directories, trains, summarises."""
 
-    def __init__(self, config, log, flag, workload):
-        from tfnorm.distribute import is_chief
-
+    def __init__(self, config, paths, log, flag, workload):
         self.config = config
+        self.paths = paths
         self.log = log
         self.flag = flag
         self.workload = workload
-        self.is_chief = is_chief()
         self.resumed = resume.Resumed()
 
     def run(self):
         self.started = time.time()
-        inspected = resume.inspect(self.config.checkpoint_dir)
+        inspected = resume.inspect(self.paths.checkpoint_dir)
         self.workload.load(*inspected)
         cadence = self._cadence()
         try:
@@ -184,10 +189,8 @@ class _Run:
                 f"({checkpoints.one_line(error)}); lower d_model, dff, "
                 "num_layers, max_len, vocab_size or batch_size.",
             ) from None
-        with resume.claimed(self.config, self.log, self.is_chief, inspected):
-            self.resumed = resume.restore(
-                parts.checkpoint, self.config.checkpoint_dir, self.log, self.is_chief
-            )
+        with resume.claimed(self.paths, self.log, inspected):
+            self.resumed = resume.restore(parts.checkpoint, self.paths, self.log)
             start = self._start_step(parts, cadence)
             summary = self._train(parts, cadence, start)
             self._write_summary(summary)
@@ -231,10 +234,10 @@ class _Run:
         return 0
 
     def _write_run_files(self):
-        if not self.is_chief:
+        if not self.paths.owns_directories:
             return
-        run_files.write_run_config(self.config, self.workload.identity())
-        self.workload.write_files()
+        run_files.write_run_config(self.paths, self.config, self.workload.identity())
+        self.workload.write_files(self.paths)
 
     # ------------------------------------------------------------------ training
 
@@ -272,8 +275,7 @@ class _Run:
         probe_batch = self.workload.probe_batch
         checkpointing = self._checkpointing(parts, cadence)
         last_checkpoint = lambda: checkpointing.last_path  # noqa: E731
-        # Only the chief writes TensorBoard logs.
-        logdir = self.config.logdir if self.is_chief else None
+        logdir = self.paths.tensorboard_dir
         chosen = [self._nan_guard(parts.model, cadence, probe_batch, last_checkpoint)]
         if logdir and self.config.histogram_every:
             chosen.append(
@@ -327,7 +329,7 @@ class _Run:
     def _checkpointing(self, parts, cadence):
         writer = checkpoints.CheckpointWriter(
             parts.checkpoint,
-            resume.own_checkpoint_dir(self.config, self.is_chief),
+            self.paths.own_checkpoint_dir,
             self.config.keep_checkpoints,
             known=self.resumed.known,
         )
@@ -336,7 +338,7 @@ class _Run:
             cadence,
             self.log,
             last_path=self.resumed.checkpoint,
-            scratch=not self.is_chief,
+            scratch=not self.paths.owns_directories,
         )
 
     def _finish(self, result, parts, run_actions, cadence):
@@ -364,13 +366,13 @@ class _Run:
         return self._summary(result, run_actions, cadence, model_path)
 
     def _export(self, model):
-        if self.is_chief:
-            return self.workload.export(model, self.config.logdir)
+        directory = self.paths.export_dir
+        if self.paths.owns_directories:
+            return self.workload.export(model, directory)
         # Every worker takes part in saving; only the chief's copy is kept.
-        scratch = resume.own_checkpoint_dir(self.config, self.is_chief)
-        os.makedirs(scratch, exist_ok=True)
-        self.workload.export(model, scratch)
-        shutil.rmtree(scratch, ignore_errors=True)
+        os.makedirs(directory, exist_ok=True)
+        self.workload.export(model, directory)
+        shutil.rmtree(directory, ignore_errors=True)
         return None
 
     def _summary(self, result, run_actions, cadence, model_path):
@@ -393,10 +395,10 @@ class _Run:
         )
 
     def _write_summary(self, summary):
-        if not self.is_chief:
+        if not self.paths.owns_directories:
             return
         try:
-            run_files.write_summary(self.config.logdir, summary)
+            run_files.write_summary(self.paths, summary)
         except OSError as error:
             self.log.line(
                 f"could not write summary.json: {checkpoints.one_line(error)}"
