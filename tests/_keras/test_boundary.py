@@ -42,6 +42,9 @@ ALLOWED = {
     # on, which the converter needs to read tfnorm 0.1.0's weight layout; a
     # public name would make it API of every norm for this one reader.
     ("tfnorm/models/convert.py", "_built_order"),
+    # TrainConfig's mark on the copy `resolve()` returns (not a dataclass
+    # field, so copies and comparisons leave it out): tfnorm's own object.
+    ("tfnorm/training/config.py", "_resolved_repr"),
 }
 
 VERSION_FLAGS = {
