@@ -430,6 +430,8 @@ def test_sighup_saves_a_checkpoint_and_the_summary_and_exits_129(tmp_path):
             stderr=stderr,
             env=environment(),
             cwd=REPO,
+            # A terminal's run: the suite itself may run under nohup.
+            preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL),
         )
     try:
         wait_for_checkpoint(process, str(logdir / "checkpoints"))

@@ -39,12 +39,18 @@ def test_stop_flag_handles_signals_only_inside_the_block():
 def test_sighup_stops_like_sigterm_with_status_hangup():
     flag, log = signals.StopFlag(), Log()
     stopper = signals.SignalStop(flag, log, lambda: "ckpt-2")
-    before = signal.getsignal(signal.SIGHUP)
-    with flag.installed(True):
-        os.kill(os.getpid(), signal.SIGHUP)
-        assert flag.signal_name == "SIGHUP"
-        result = run_loop(lambda step: {"loss": 0.1, "correct": 1.0}, 0, 5, [stopper])
-    assert signal.getsignal(signal.SIGHUP) is before
+    # As in a terminal; the suite itself may run under nohup (SIGHUP ignored).
+    previous = signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    try:
+        with flag.installed(True):
+            os.kill(os.getpid(), signal.SIGHUP)
+            assert flag.signal_name == "SIGHUP"
+            result = run_loop(
+                lambda step: {"loss": 0.1, "correct": 1.0}, 0, 5, [stopper]
+            )
+        assert signal.getsignal(signal.SIGHUP) is signal.SIG_DFL
+    finally:
+        signal.signal(signal.SIGHUP, previous)
     assert (result.status, result.step, result.stop.save) == ("hangup", 1, True)
     assert "SIGHUP received: checkpoint saved at step 1 (ckpt-2)" in log.text
 
