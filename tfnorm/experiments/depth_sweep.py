@@ -19,8 +19,7 @@ import dataclasses
 import json
 import os
 
-import numpy as np
-
+from tfnorm.experiments.warmup_report import over_seeds
 from tfnorm.experiments.warmup_runs import PositionTrainer, train_run
 
 
@@ -108,27 +107,19 @@ def summarise_sweep(runs, depths, chosen, target):
                 for r in runs
                 if r["num_layers"] == depth and r["variant"] == variant["name"]
             ]
-            reached = [r["steps_to_target"] for r in mine if r["steps_to_target"]]
-            final = [r["final_accuracy"] for r in mine]
-            rows.append(
-                {
-                    "num_layers": depth,
-                    "variant": variant["name"],
-                    "norm_position": variant["norm_position"],
-                    "warmup_steps": variant["warmup_steps"],
-                    "seeds": len(mine),
-                    "seeds_reaching_target": len(reached) if target else None,
-                    "median_steps_to_target": float(np.median(reached))
-                    if reached
-                    else None,
-                    "final_accuracy_mean": float(np.mean(final)),
-                    "final_accuracy_min": float(np.min(final)),
-                    "final_accuracy_max": float(np.max(final)),
-                    "max_gradient_norm_early": float(
-                        max(r["max_gradient_norm_early"] for r in mine)
-                    ),
-                }
+            row = {
+                "num_layers": depth,
+                "variant": variant["name"],
+                "norm_position": variant["norm_position"],
+                "warmup_steps": variant["warmup_steps"],
+                **over_seeds(mine),
+            }
+            if not target:
+                row["seeds_reaching_target"] = None
+            row["max_gradient_norm_early"] = float(
+                max(r["max_gradient_norm_early"] for r in mine)
             )
+            rows.append(row)
     return rows
 
 

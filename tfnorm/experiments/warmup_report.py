@@ -20,10 +20,6 @@ def summarise(runs, variant_names):
     rows = []
     for name in variant_names:
         mine = [r for r in runs if r["variant"] == name]
-        reached = [
-            r["steps_to_target"] for r in mine if r["steps_to_target"] is not None
-        ]
-        final = [r["final_accuracy"] for r in mine]
         init = np.array([r["init_layer_gradient_norms"] for r in mine])
         first = mine[0]
         rows.append(
@@ -34,14 +30,7 @@ def summarise(runs, variant_names):
                 "mean_learning_rate": first["mean_learning_rate"],
                 "warmup_steps": first["warmup_steps"],
                 "steps": first["steps"],
-                "seeds": len(mine),
-                "seeds_reaching_target": len(reached),
-                "median_steps_to_target": float(np.median(reached))
-                if reached
-                else None,
-                "final_accuracy_mean": float(np.mean(final)),
-                "final_accuracy_min": float(np.min(final)),
-                "final_accuracy_max": float(np.max(final)),
+                **over_seeds(mine),
                 "final_eval_loss_mean": float(
                     np.mean([r["final_eval_loss"] for r in mine])
                 ),
@@ -57,6 +46,22 @@ def summarise(runs, variant_names):
             }
         )
     return rows
+
+
+def over_seeds(runs):
+    """What the tables say of one variant's `runs`, one per seed: how many,
+    how many reached the target and the median step they did, and the final
+    accuracy's mean, min and max."""
+    reached = [r["steps_to_target"] for r in runs if r["steps_to_target"] is not None]
+    final = [r["final_accuracy"] for r in runs]
+    return {
+        "seeds": len(runs),
+        "seeds_reaching_target": len(reached),
+        "median_steps_to_target": float(np.median(reached)) if reached else None,
+        "final_accuracy_mean": float(np.mean(final)),
+        "final_accuracy_min": float(np.min(final)),
+        "final_accuracy_max": float(np.max(final)),
+    }
 
 
 def _early_label(steps):
