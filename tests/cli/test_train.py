@@ -318,8 +318,12 @@ def latest_checkpoint_step(checkpoint_dir):
     return int(match.group(1)) if match else None
 
 
-#: Steps of a run that a test ends with a signal.
+#: Steps of a run that a test ends with a signal: long enough that the run
+#: cannot end on its own first, even when the test is starved on a busy machine.
 LONG_RUN = 100_000
+LONG_RUN_FLAGS = (
+    "--epochs", "1", "--steps-per-epoch", str(LONG_RUN), "--checkpoint-every", "10",
+)  # fmt: skip
 
 
 def wait_for_checkpoint(process, checkpoint_dir, timeout=240):
@@ -374,16 +378,7 @@ def test_kill_9_then_the_same_command_resumes_and_finishes_the_steps(tmp_path):
 
 def test_sigterm_saves_a_checkpoint_and_exits_143(tmp_path):
     logdir = tmp_path / "run"
-    # Long enough that the run cannot end on its own before the signal, even
-    # when this process is starved on a busy machine.
-    extra = (
-        "--epochs",
-        "1",
-        "--steps-per-epoch",
-        str(LONG_RUN),
-        "--checkpoint-every",
-        "10",
-    )
+    extra = LONG_RUN_FLAGS
     process = start(logdir, *extra)
     try:
         wait_for_checkpoint(process, str(logdir / "checkpoints"))
@@ -413,16 +408,7 @@ def test_sighup_saves_a_checkpoint_and_the_summary_and_exits_129(tmp_path):
     # A terminal closed without nohup: SIGHUP, and stdout is gone too.
     logdir = tmp_path / "run"
     logdir.mkdir()
-    # Long enough that the run cannot end on its own before the signal, even
-    # when this process is starved on a busy machine.
-    extra = (
-        "--epochs",
-        "1",
-        "--steps-per-epoch",
-        str(LONG_RUN),
-        "--checkpoint-every",
-        "10",
-    )
+    extra = LONG_RUN_FLAGS
     with open(logdir / "stderr.txt", "w") as stderr:
         process = subprocess.Popen(
             command(logdir, *extra),
