@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import time
 
 import pytest
 
@@ -15,7 +16,11 @@ from tests.docker.harness import Entrypoint, cmdline, http_status, ssh
 def test_sigterm_stops_every_process_of_the_user(lab, client_key):
     started = ssh(lab, client_key, "{ nohup sleep 600 > /dev/null 2>&1 < /dev/null & }")
     assert started.returncode == 0, started.stderr
-    assert any("sleep 600" in cmdline(pid) for pid in lab.user.processes())
+    # The backgrounded child may still be the forked shell, not yet `sleep`.
+    deadline = time.monotonic() + 20
+    while not any("sleep 600" in cmdline(pid) for pid in lab.user.processes()):
+        assert time.monotonic() < deadline, "the background sleep never started"
+        time.sleep(0.1)
     lab.process.send_signal(signal.SIGTERM)
     assert lab.process.wait(timeout=40) == 0, lab.read_log()
     left = {pid: cmdline(pid) for pid in lab.user.processes()}
