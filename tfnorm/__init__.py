@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 import sys
 
+from tfnorm.choices import NORMS
+
 __version__ = "0.1.0"
 
 
@@ -41,8 +43,8 @@ def _load_library():
     # Submodules imported so `tfnorm.callbacks` / `tfnorm.training` are
     # reachable and everything they register deserialises after a plain
     # `import tfnorm`.
-    from tfnorm import _keras, callbacks, training  # noqa: F401
-    from tfnorm.layers import LayerNormalization, RMSNorm, ScaleNorm, get_norm
+    from tfnorm import _keras, callbacks, layers, training  # noqa: F401
+    from tfnorm.layers import get_norm
     from tfnorm.models import (
         TransformerEncoderBlock,
         build_classifier,
@@ -52,10 +54,8 @@ def _load_library():
     )
     from tfnorm.training import optimizers, schedules, trainer  # noqa: F401
 
+    globals().update({name: getattr(layers, name) for name in _NORM_CLASSES})
     globals().update(
-        LayerNormalization=LayerNormalization,
-        RMSNorm=RMSNorm,
-        ScaleNorm=ScaleNorm,
         get_norm=get_norm,
         TransformerEncoderBlock=TransformerEncoderBlock,
         build_classifier=build_classifier,
@@ -91,10 +91,11 @@ def __getattr__(name):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+#: Every norm of `tfnorm.choices.NORMS`, exported under its class name.
+_NORM_CLASSES = tuple(choice.class_name for choice in NORMS.values())
+
 __all__ = [
-    "LayerNormalization",
-    "RMSNorm",
-    "ScaleNorm",
+    *_NORM_CLASSES,
     "TransformerEncoderBlock",
     "__version__",
     "build_classifier",

@@ -7,6 +7,64 @@ TensorFlow (it takes seconds to import).
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
+
+class NormChoice(NamedTuple):
+    """One of tfnorm's norms as the names and help text know it."""
+
+    #: The layer class, in `tfnorm.layers` (and `tfnorm`).
+    class_name: str
+    #: Other names `get_norm` and `--norm` accept (case-insensitive).
+    aliases: tuple
+    #: One line for help texts: what the norm divides by.
+    summary: str
+    #: Whether it divides by a statistic guarded by an `epsilon` (the
+    #: class's `has_row_statistic`; DyT has none).
+    takes_epsilon: bool = True
+
+
+#: tfnorm's norms by short name: what `tfnorm.get_norm`, every `norm=`
+#: argument and `--norm` take. The class registers under its name with
+#: `tfnorm.layers.registry.register_norm`; importing `tfnorm.layers` fails
+#: if the two disagree.
+NORMS = {
+    "layer": NormChoice(
+        "LayerNormalization", ("layernorm",), "LayerNorm: centre, divide by the std"
+    ),
+    "rms": NormChoice("RMSNorm", ("rmsnorm",), "RMSNorm: divide by the RMS"),
+    "scale": NormChoice(
+        "ScaleNorm", ("scalenorm",), "ScaleNorm: divide by the l2 norm"
+    ),
+    "dyt": NormChoice(
+        "DynamicTanh", ("dynamictanh",), "DyT: a learned tanh, no statistic", False
+    ),
+}
+NORM_NAMES = tuple(NORMS)
+
+
+def norm_choice(name):
+    """The short name of the norm that `name` (a short name or an alias, in
+    any case) names, or None."""
+    for short, choice in NORMS.items():
+        if name.lower() in (short,) + choice.aliases:
+            return short
+    return None
+
+
+def norms_help():
+    """`"layer (centre, ...), rms (...) or dyt (...)"` for help texts."""
+    return spelled_out(f"{name} ({choice.summary})" for name, choice in NORMS.items())
+
+
+def spelled_out(names, last="or"):
+    """`"a, b or c"`: a list of names for a message or help text."""
+    names = list(names)
+    if len(names) < 2:
+        return "".join(names)
+    return f"{', '.join(names[:-1])} {last} {names[-1]}"
+
+
 #: `norm_position` of `TransformerEncoderBlock` and the encoder builders.
 NORM_POSITIONS = ("post", "pre", "sandwich", "deepnorm")
 

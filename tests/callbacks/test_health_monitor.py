@@ -161,6 +161,26 @@ def test_rms_norm_is_checked_on_its_mean_square():
     np.testing.assert_allclose(problem.value, expected, rtol=1e-3)
 
 
+def test_a_norm_without_a_statistic_is_checked_on_its_outputs_only():
+    # DyT has no statistic to compare with an epsilon: tiny inputs are no
+    # problem for it, but a non-finite output still is.
+    inputs = keras.Input((models.WIDTH,))
+    tiny = keras.layers.Rescaling(1e-6)(inputs)
+    calm = tfnorm.DynamicTanh(name="calm_dyt")(tiny)
+    blown = tfnorm.DynamicTanh(name="blown_dyt")(keras.layers.Rescaling(np.nan)(inputs))
+    model = keras.Model(inputs, [calm, blown])
+    x, _ = models.regression_data((models.WIDTH,), n=4)
+    monitor = NormHealthMonitor(x, variance_floor=1e3)
+    monitor.set_model(model)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NormHealthWarning)
+        problems = monitor.check(step=2)
+    assert {(p.layer, p.statistic) for p in problems} == {
+        ("blown_dyt", "inputs/nonfinite_fraction"),
+        ("blown_dyt", "outputs/nonfinite_fraction"),
+    }
+
+
 def test_variance_floor_zero_turns_the_variance_check_off():
     inputs = keras.Input((models.WIDTH,))
     outputs = tfnorm.LayerNormalization()(keras.layers.Rescaling(0.0)(inputs))

@@ -12,11 +12,13 @@ import sys
 import pytest
 
 from tests.conftest import REPO
+from tfnorm.choices import NORMS
 from tfnorm.cli import compare as compare_cli
 from tfnorm.cli import flags
 from tfnorm.cli.main import build_parser, main
 from tfnorm.experiments import warmup
 from tfnorm.experiments.warmup_settings import CompareConfig
+from tfnorm.training.settings import ConfigError
 
 TINY_FLAGS = [
     "--num-layers", "1",
@@ -45,6 +47,27 @@ def test_help_shows_the_library_defaults():
     assert f"(default: {warmup.DEFAULTS['learning_rate']})" in text
     seeds = " ".join(str(s) for s in warmup.DEFAULTS["seeds"])
     assert f"(default: {seeds})" in text
+
+
+@pytest.mark.parametrize("command", ["compare", "train"])
+def test_help_names_every_norm_of_the_family(command):
+    subcommands = next(
+        a for a in build_parser()._actions if a.dest == "command"
+    ).choices
+    text = " ".join(subcommands[command].format_help().split())
+    for name, choice in NORMS.items():
+        assert f"{name} ({choice.summary})" in text
+
+
+def test_epsilon_defaults_per_norm_and_a_norm_without_a_statistic_refuses_one():
+    assert CompareConfig().resolve().epsilon == 1e-5
+    assert CompareConfig(norm="RMSNorm".lower()).resolve().epsilon == 1e-5
+    config = CompareConfig(norm="DynamicTanh").resolve()
+    assert (config.norm, config.epsilon) == ("dyt", None)
+    with pytest.raises(ConfigError, match="'dyt' divides by no statistic"):
+        CompareConfig(norm="dyt", epsilon=1e-5).resolve()
+    with pytest.raises(ConfigError, match="must be a norm name"):
+        CompareConfig(norm="batch").resolve()
 
 
 def test_unset_flags_leave_the_library_defaults_in_force():

@@ -248,6 +248,19 @@ def test_the_command_resolves_the_config_once(tmp_path, config_checks, capsys):
     assert len(config_checks) == 1
 
 
+def test_a_norm_of_the_family_without_a_statistic_trains_and_refuses_an_epsilon(
+    tmp_path, capsys
+):
+    logdir = tmp_path / "dyt"
+    argv = ["train", *TINY_FLAGS, "--steps-per-epoch", "2", "--norm", "dyt"]
+    assert main([*argv, "--logdir", str(logdir)]) == 0, capsys.readouterr().err
+    assert json.loads((logdir / "summary.json").read_text())["final_step"] == 2
+    capsys.readouterr()
+    refused = tmp_path / "refused"
+    assert main([*argv, "--epsilon", "1e-5", "--logdir", str(refused)]) == 2
+    assert "takes no `epsilon`" in capsys.readouterr().err
+
+
 def test_a_malformed_tf_config_is_a_one_line_error(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("TF_CONFIG", '{"cluster": {"worker": ["h:1"]}}')
     logdir = tmp_path / "run"

@@ -52,3 +52,13 @@ def scale_norm(x, g, axis=-1, epsilon=1e-5):
     axes = _axes(axis, x.ndim)
     norm = np.sqrt((x**2).sum(axis=tuple(axes), keepdims=True))
     return g * x / np.maximum(norm, epsilon)
+
+
+def dynamic_tanh(x, alpha, gamma=None, beta=None, axis=-1):
+    axes = _axes(axis, x.ndim)
+    y = np.tanh(alpha * x)
+    if gamma is not None:
+        y = y * _broadcast(gamma, axes, x.ndim, x.shape)
+    if beta is not None:
+        y = y + _broadcast(beta, axes, x.ndim, x.shape)
+    return y

@@ -10,12 +10,14 @@ import numpy as np
 import pytest
 
 import tfnorm
-from tests.layers import reference
+from tests.layers.norm_family import EPSILON_NORMS, FAMILY, NORMS, named_weights
 from tests.testing import random_input, randomize_weights
 from tfnorm._keras import get_keras_mask, keras, tf
 
-NORMS = [tfnorm.LayerNormalization, tfnorm.RMSNorm, tfnorm.ScaleNorm]
 norm_classes = pytest.mark.parametrize("cls", NORMS, ids=lambda c: c.__name__)
+epsilon_norm_classes = pytest.mark.parametrize(
+    "cls", EPSILON_NORMS, ids=lambda c: c.__name__
+)
 
 
 @norm_classes
@@ -74,7 +76,7 @@ def test_unknown_size_along_a_normalised_axis_is_rejected(cls):
         cls(axis=[1, 2]).build((None, None, 4))
 
 
-@norm_classes
+@epsilon_norm_classes
 @pytest.mark.parametrize("epsilon", [0.0, -1e-5, math.inf, math.nan, "small", None])
 def test_bad_epsilon_is_rejected(cls, epsilon):
     with pytest.raises(ValueError, match="epsilon"):
@@ -94,7 +96,7 @@ EPSILON_RANGES = {
 }
 
 
-@norm_classes
+@epsilon_norm_classes
 @pytest.mark.parametrize("where", ["below", "subnormal", "above"])
 def test_epsilon_float32_cannot_hold_is_rejected_with_the_range(cls, where):
     low, high = EPSILON_RANGES[cls]
@@ -109,27 +111,25 @@ def test_epsilon_float32_cannot_hold_is_rejected_with_the_range(cls, where):
     assert f"{low:.3g}" in str(error.value) and f"{high:.3g}" in str(error.value)
 
 
-def _reference_output(cls, x, epsilon):
-    if cls is tfnorm.LayerNormalization:
-        return reference.layer_norm(x, epsilon=epsilon)
-    if cls is tfnorm.RMSNorm:
-        return reference.rms_norm(x, epsilon=epsilon)
-    return reference.scale_norm(x, math.sqrt(x.shape[-1]), epsilon=epsilon)
+def _reference_output(layer, x):
+    weights = {k: np.asarray(w, "float64") for k, w in named_weights(layer).items()}
+    return FAMILY[type(layer)].numpy(layer, x, weights)
 
 
-@norm_classes
+@epsilon_norm_classes
 @pytest.mark.parametrize("end", [0, 1], ids=["smallest", "largest"])
 def test_epsilon_at_either_end_of_its_range_gives_correct_outputs(cls, end):
     epsilon = EPSILON_RANGES[cls][end]
     # An all-zero row (padding), a constant row and an ordinary one.
     x = np.array([[0.0] * 4, [5.0] * 4, [1.0, -2.0, 3.0, 4.0]], "float32")
-    y = np.asarray(cls(epsilon=epsilon)(x), "float64")
-    expected = _reference_output(cls, x.astype("float64"), epsilon)
+    layer = cls(epsilon=epsilon)
+    y = np.asarray(layer(x), "float64")
+    expected = _reference_output(layer, x.astype("float64"))
     assert np.all(np.isfinite(y))
     np.testing.assert_allclose(y, expected, rtol=1e-5, atol=0)
 
 
-@norm_classes
+@epsilon_norm_classes
 def test_keras_test_suite_epsilons_are_accepted(cls):
     # Keras's own layer tests use these; Keras itself checks no range.
     for epsilon in (1e-12, 1e-6, 1e-3, 1, np.float32(1e-5)):
@@ -143,7 +143,7 @@ _STATISTICS = {
 }
 
 
-@norm_classes
+@epsilon_norm_classes
 @pytest.mark.parametrize("axis", [-1, [1, 3], [-1, -3]])
 @pytest.mark.parametrize("dtype", ["float32", "float16", "float64"])
 def test_row_statistic_matches_its_definition(cls, axis, dtype):
@@ -161,7 +161,7 @@ def test_row_statistic_matches_its_definition(cls, axis, dtype):
     np.testing.assert_allclose(np.asarray(statistic), expected, rtol=1e-5)
 
 
-@norm_classes
+@epsilon_norm_classes
 def test_row_statistic_is_what_the_formula_compares_with_epsilon(cls):
     # Each output written with the layer's own statistic (weights at their
     # start, gamma = 1, beta = 0, ScaleNorm's g = sqrt(d)).
@@ -177,6 +177,15 @@ def test_row_statistic_is_what_the_formula_compares_with_epsilon(cls):
     else:
         expected = math.sqrt(8) * x64 / np.maximum(statistic, epsilon)
     np.testing.assert_allclose(np.asarray(layer(x), "float64"), expected, rtol=1e-5)
+
+
+def test_a_norm_without_a_statistic_takes_no_epsilon():
+    with pytest.raises(ValueError, match="takes no `epsilon`. Received: epsilon=1e-05"):
+        tfnorm.DynamicTanh(epsilon=1e-5)
+    layer = tfnorm.DynamicTanh()
+    assert layer.row_statistic(random_input((2, 4))) is None
+    assert "epsilon" not in layer.get_config()
+    assert tfnorm.DynamicTanh.from_config(layer.get_config()).epsilon is None
 
 
 def test_partial_rms_norm_statistic_uses_the_leading_features():

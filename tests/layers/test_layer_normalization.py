@@ -8,44 +8,10 @@ import pytest
 import tfnorm
 from tests.conftest import run_python
 from tests.layers import reference
-from tests.testing import assert_close, random_input, randomize_weights, run_layer_test
+from tests.testing import assert_close, random_input, randomize_weights
 from tfnorm import _keras
 from tfnorm._keras import keras, tf
 from tfnorm.layers import _ops
-
-
-def _reference(axis=-1, epsilon=1e-3, center=True, scale=True):
-    def ref(x, weights):
-        weights = list(weights)
-        gamma = weights.pop(0) if scale else None
-        beta = weights.pop(0) if center else None
-        return reference.layer_norm(x, gamma, beta, axis, epsilon)
-
-    return ref
-
-
-@pytest.mark.parametrize(
-    "kwargs, shape",
-    [
-        ({}, (2, 5, 8)),
-        ({"center": False}, (2, 5, 8)),
-        ({"scale": False, "epsilon": 1e-3}, (2, 5, 8)),
-        ({"axis": [1, 2]}, (2, 3, 4)),
-        ({"axis": [-3, -1]}, (2, 3, 4, 5)),
-    ],
-    ids=["default", "no_center", "no_scale", "two_axes", "non_contiguous"],
-)
-def test_layer_contract(kwargs, shape):
-    num_weights = int(kwargs.get("center", True)) + int(kwargs.get("scale", True))
-    run_layer_test(
-        tfnorm.LayerNormalization,
-        kwargs,
-        shape,
-        expected_num_trainable_weights=num_weights,
-        reference=_reference(**kwargs),
-        check_reload=kwargs == {} or "axis" in kwargs and len(shape) == 4,
-    )
-
 
 GRID_SHAPES_AXES = [
     ((7, 16), -1),

@@ -1,4 +1,4 @@
-"""Property-based checks of all three norms against float64 references.
+"""Property-based checks of every norm of the family against float64 references.
 
 Hypothesis draws the input rank (1-5), shape, `axis` in every form (int,
 negative, list, out of order), the input dtype and the layer's dtype policy;
@@ -15,10 +15,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import tfnorm
-from tests.layers import reference
+from tests.layers.norm_family import FAMILY, NORMS, named_weights
 from tests.testing import TOLERANCE
 from tfnorm._keras import tf
+from tfnorm.layers.affine_normalization import AffineNormalization
 
 SETTINGS = settings(
     max_examples=60,
@@ -26,7 +26,6 @@ SETTINGS = settings(
     derandomize=True,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
-NORMS = [tfnorm.LayerNormalization, tfnorm.RMSNorm, tfnorm.ScaleNorm]
 norm_classes = pytest.mark.parametrize("cls", NORMS, ids=lambda c: c.__name__)
 
 INPUT_DTYPES = ["float32", "float16", "bfloat16"]
@@ -34,8 +33,10 @@ POLICIES = ["float32", "mixed_float16", "mixed_bfloat16"]
 
 
 def _layer_kwargs(draw, cls):
-    kwargs = {"epsilon": draw(st.sampled_from([1e-6, 1e-5, 1e-3]))}
-    if cls is not tfnorm.ScaleNorm:
+    kwargs = {}
+    if cls.has_row_statistic:
+        kwargs["epsilon"] = draw(st.sampled_from([1e-6, 1e-5, 1e-3]))
+    if issubclass(cls, AffineNormalization):
         kwargs["center"] = draw(st.booleans())
         kwargs["scale"] = draw(st.booleans())
     kwargs["dtype"] = draw(st.sampled_from(POLICIES))
@@ -115,56 +116,6 @@ def _set_random_weights(layer, rng):
     layer.set_weights(values)
 
 
-def _named_weights(layer):
-    names = {}
-    for weight in layer.weights:
-        for key in ("gamma", "beta", "scale"):
-            if key in weight.name:
-                names[key] = weight
-    return names
-
-
-def _numpy_reference(cls, layer, x, weights):
-    axis = layer.axis
-    gamma = weights.get("gamma")
-    beta = weights.get("beta")
-    if cls is tfnorm.LayerNormalization:
-        return reference.layer_norm(x, gamma, beta, axis, layer.epsilon)
-    if cls is tfnorm.RMSNorm:
-        return reference.rms_norm(x, gamma, beta, axis, layer.epsilon)
-    return reference.scale_norm(x, weights["scale"], axis, layer.epsilon)
-
-
-def _tf_reference(cls, layer, x, weights):
-    """The plain formula in float64 TF ops, for autodiff gradients."""
-    rank = x.shape.rank
-    axis = layer.axis if isinstance(layer.axis, int) else list(layer.axis)
-    positive = sorted(a % rank for a in (axis if isinstance(axis, list) else [axis]))
-    target = [1] * rank
-    for a in positive:
-        target[a] = x.shape[a]
-
-    def param(name):
-        return None if name not in weights else tf.reshape(weights[name], target)
-
-    if cls is tfnorm.ScaleNorm:
-        norm = tf.sqrt(tf.reduce_sum(tf.square(x), positive, keepdims=True))
-        return weights["scale"] * x / tf.maximum(norm, layer.epsilon)
-    if cls is tfnorm.LayerNormalization:
-        mean = tf.reduce_mean(x, positive, keepdims=True)
-        var = tf.reduce_mean(tf.square(x - mean), positive, keepdims=True)
-        y = (x - mean) * tf.math.rsqrt(var + layer.epsilon)
-    else:
-        ms = tf.reduce_mean(tf.square(x), positive, keepdims=True)
-        y = x * tf.math.rsqrt(ms + layer.epsilon)
-    gamma, beta = param("gamma"), param("beta")
-    if gamma is not None:
-        y = y * gamma
-    if beta is not None:
-        y = y + beta
-    return y
-
-
 def _tolerance(*dtypes):
     return max(TOLERANCE[tf.as_dtype(d).name] for d in dtypes)
 
@@ -172,7 +123,7 @@ def _tolerance(*dtypes):
 def _check_call(cls, layer, shape, input_dtype, rng):
     x = tf.cast(rng.standard_normal(shape) * 2.0 + 0.5, input_dtype)
     x64 = tf.cast(x, tf.float64)  # the input as given, exactly
-    weights = _named_weights(layer)
+    weights = named_weights(layer)
     weights64 = {
         k: tf.cast(tf.convert_to_tensor(w), tf.float64) for k, w in weights.items()
     }
@@ -186,8 +137,8 @@ def _check_call(cls, layer, shape, input_dtype, rng):
 
     assert y.dtype == tf.as_dtype(layer.compute_dtype)
     assert tuple(y.shape) == tuple(shape)
-    expected = _numpy_reference(
-        cls, layer, x64.numpy(), {k: w.numpy() for k, w in weights64.items()}
+    expected = FAMILY[cls].numpy(
+        layer, x64.numpy(), {k: w.numpy() for k, w in weights64.items()}
     )
     scale = max(1.0, float(np.abs(expected).max()))
     tol = _tolerance(layer.compute_dtype, "float32")
@@ -197,7 +148,7 @@ def _check_call(cls, layer, shape, input_dtype, rng):
 
     with tf.GradientTape() as tape:
         tape.watch([x64] + [weights64[k] for k in sorted(weights64)])
-        y64 = _tf_reference(cls, layer, x64, weights64)
+        y64 = FAMILY[cls].tf(layer, x64, weights64)
         loss64 = tf.reduce_sum(y64 * tf.cast(upstream, tf.float64))
     expected_grads = tape.gradient(
         loss64, [x64] + [weights64[k] for k in sorted(weights64)]

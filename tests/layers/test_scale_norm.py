@@ -7,27 +7,8 @@ import pytest
 
 import tfnorm
 from tests.layers import reference
-from tests.testing import assert_close, random_input, run_layer_test
+from tests.testing import assert_close, random_input
 from tfnorm._keras import tf
-
-
-@pytest.mark.parametrize(
-    "kwargs, shape",
-    [({}, (2, 5, 8)), ({"axis": [1, 2], "scale_initializer": "ones"}, (2, 3, 4))],
-    ids=["default", "two_axes"],
-)
-def test_layer_contract(kwargs, shape):
-    def ref(x, weights):
-        return reference.scale_norm(x, weights[0], kwargs.get("axis", -1))
-
-    run_layer_test(
-        tfnorm.ScaleNorm,
-        kwargs,
-        shape,
-        expected_num_trainable_weights=1,
-        reference=ref,
-        check_reload=kwargs == {},
-    )
 
 
 def test_scale_starts_at_sqrt_of_feature_count():

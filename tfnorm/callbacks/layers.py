@@ -134,8 +134,9 @@ def norm_statistic(layer):
 
 def norm_epsilon(layer):
     """The epsilon of the norm layer `layer` (a class that hard-codes it, as
-    `keras_hub.layers.RMSNormalization` does, has no attribute for it)."""
+    `keras_hub.layers.RMSNormalization` does, has no attribute for it), or
+    None for a norm without a statistic (DyT)."""
     spec = foreign_norm(layer)
     if spec is not None:
         return foreign_epsilon(layer, spec)
-    return float(layer.epsilon)
+    return None if layer.epsilon is None else float(layer.epsilon)

@@ -138,7 +138,8 @@ class NormProbe:
             histograms (an evenly strided sample); statistics use all values.
         input_floor: also compute each norm layer's smallest per-row input
             statistic (variance, mean square or norm, as the layer states
-            it) divided by its `epsilon` (see `NormHealthMonitor`).
+            it) divided by its `epsilon` (see `NormHealthMonitor`); inf for
+            a norm without a statistic (DyT), which has no floor to reach.
     """
 
     def __init__(self, model, entries, record, max_values=None, input_floor=False):
@@ -229,7 +230,9 @@ def _install_recorder(layer, path, calls):
 
 
 def _floor_ratio(statistic, epsilon):
-    """The smallest per-row statistic / epsilon."""
+    """The smallest per-row statistic / epsilon (inf without a statistic)."""
+    if statistic is None:
+        return tf.constant(np.inf)
     ratio = tf.reshape(tf.cast(statistic, tf.float32) / epsilon, [-1])
     # Non-finite rows are reported through the non-finite fraction instead.
     ratio = tf.where(tf.math.is_finite(ratio), ratio, tf.fill(tf.shape(ratio), np.inf))

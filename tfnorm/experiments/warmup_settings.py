@@ -16,7 +16,15 @@ from __future__ import annotations
 import dataclasses
 
 from tfnorm._checks import MAX_SEED
-from tfnorm.choices import COMPARE_TASKS, TEXT_UNITS
+from tfnorm.choices import (
+    COMPARE_TASKS,
+    NORM_NAMES,
+    NORMS,
+    TEXT_UNITS,
+    norm_choice,
+    norms_help,
+    spelled_out,
+)
 from tfnorm.training.settings import (
     ConfigError,
     boolean,
@@ -44,6 +52,8 @@ MAX_WARMUP_FRACTION = 0.3
 
 #: The warm-up length when `warmup_steps` is unset, as a fraction of the run.
 DEFAULT_WARMUP_FRACTION = 0.2
+#: The norms' epsilon: the Transformer setting (PyTorch and keras-hub use it too).
+DEFAULT_EPSILON = 1e-5
 
 #: Per-task sizes used when `vocab_size` or `seq_len` is left unset.
 TASK_SIZES = {
@@ -96,12 +106,13 @@ _fractions.many = True  # a list: `--flag A B C`
 
 
 def _norm(key, value):
-    # The form only: the experiment asks `get_norm` (importing the layers).
-    if not isinstance(value, str) or not value.strip():
+    short = norm_choice(value.strip()) if isinstance(value, str) else None
+    if short is None:
         raise ValueError(
-            f"`{key}` must be a norm name (layer, rms, scale). Received: {key}={value!r}"
+            f"`{key}` must be a norm name ({spelled_out(NORM_NAMES)}). "
+            f"Received: {key}={value!r}"
         )
-    return value.strip()
+    return short
 
 
 @dataclasses.dataclass
@@ -149,10 +160,15 @@ class CompareConfig:
     d_model: int = setting(32, MODEL, "model width", POSITIVE)
     num_heads: int = setting(4, MODEL, "attention heads", POSITIVE)
     dff: int = setting(128, MODEL, "feed-forward width", POSITIVE)
-    norm: str = setting(
-        "layer", MODEL, "norm for every block: layer, rms or scale", _norm
+    norm: str = setting("layer", MODEL, f"norm for every block: {norms_help()}", _norm)
+    epsilon: float | None = setting(
+        None,
+        MODEL,
+        "the norms' epsilon",
+        number(above=0.0),
+        optional=True,
+        default_text=f"{DEFAULT_EPSILON:g}; none for a norm without a statistic (dyt)",
     )
-    epsilon: float = setting(1e-5, MODEL, "the norms' epsilon", number(above=0.0))
     batch_size: int = setting(32, TRAINING, "batch size", POSITIVE)
     steps: int = setting(300, TRAINING, "training steps per run", POSITIVE)
     learning_rate: float = setting(
@@ -250,6 +266,15 @@ class CompareConfig:
         for key, size in TASK_SIZES[sizes].items():
             if values[key] is None:
                 values[key] = size
+        takes_epsilon = NORMS[values["norm"]].takes_epsilon
+        if values["epsilon"] is None and takes_epsilon:
+            values["epsilon"] = DEFAULT_EPSILON
+        elif values["epsilon"] is not None and not takes_epsilon:
+            raise ConfigError(
+                "epsilon",
+                f"`norm` {values['norm']!r} divides by no statistic, so it takes "
+                f"no `epsilon`. Received: epsilon={values['epsilon']!r}",
+            )
         if values["warmup_steps"] is None:
             values["warmup_steps"] = max(
                 1, int(DEFAULT_WARMUP_FRACTION * values["steps"])

@@ -3,47 +3,33 @@
 from __future__ import annotations
 
 from tfnorm._keras import Layer, keras, keras_norm_classes, serialized_class_name
-from tfnorm.layers.base_normalization import (
-    FLOAT32_NORMAL_RANGE,
-    BaseNormalization,
-    validate_bool,
-)
+from tfnorm.choices import NORMS, norm_choice, spelled_out
+from tfnorm.layers.arguments import FLOAT32_NORMAL_RANGE, validate_bool
+from tfnorm.layers.base_normalization import BaseNormalization
 from tfnorm.layers.foreign import foreign_norm
-from tfnorm.layers.layer_normalization import LayerNormalization
-from tfnorm.layers.rms_norm import RMSNorm
-from tfnorm.layers.scale_norm import ScaleNorm
+from tfnorm.layers.registry import norm_by_name, registered_norms
 
-#: Each norm's short name and alias: the names `get_norm` (and so every
-#: `norm=` argument and `tfnorm train --norm`) takes.
-_NAMES = {
-    LayerNormalization: ("layer", "layernorm"),
-    RMSNorm: ("rms", "rmsnorm"),
-    ScaleNorm: ("scale", "scalenorm"),
-}
-_BY_NAME = {name: cls for cls, names in _NAMES.items() for name in names}
-# What a norm *name* means: the Transformer setting. LayerNormalization's own
-# default epsilon is Keras's 1e-3 (it is a drop-in for Keras's layer), but
-# the original Transformer, PyTorch and keras-hub use 1e-5, and so do
-# tfnorm's encoders and `tfnorm train`, which pick norms by name.
-_NAME_DEFAULTS = {LayerNormalization: {"epsilon": 1e-5}}
-_BY_CLASS_NAME = {cls.__name__: cls for cls in _NAMES}
-_CHOICES = (
-    ", ".join(f'"{short}"' for short, _ in _NAMES.values())
-    + " (or "
-    + ", ".join(f'"{alias}"' for _, alias in _NAMES.values())
-    + "), a layer config dict ({'class_name': ..., 'config': {...}}), a "
-    "normalisation layer class or a layer instance"
-)
+
+def _choices():
+    names = spelled_out(
+        [f'"{name}"' for name in NORMS]
+        + [f'"{a}"' for c in NORMS.values() for a in c.aliases]
+    )
+    return (
+        f"{names}, a layer config dict ({{'class_name': ..., 'config': {{...}}}}), "
+        "a normalisation layer class or a layer instance"
+    )
 
 
 def get_norm(spec="layer", **overrides):
     """Returns a new, unbuilt normalisation layer described by `spec`.
 
     Args:
-        spec: a name (`"layer"`, `"rms"`, `"scale"`, or the aliases
-            `"layernorm"`, `"rmsnorm"`, `"scalenorm"`; case-insensitive;
-            `"layer"` gives `epsilon=1e-5`, the Transformer setting, where
-            the class itself defaults to Keras's `1e-3`), a
+        spec: a name from `tfnorm.choices.NORMS` (`"layer"`, `"rms"`,
+            `"scale"`, `"dyt"`, or the aliases `"layernorm"`, ...;
+            case-insensitive; `"layer"` gives `epsilon=1e-5`, the
+            Transformer setting, where the class itself defaults to Keras's
+            `1e-3`), a
             Keras layer config dict as `keras.layers.serialize` writes it
             (tfnorm's layers, or Keras's own LayerNormalization /
             RMSNormalization), a layer class, or a layer instance. An
@@ -74,10 +60,11 @@ def norm_from_spec(spec, argument, **overrides):
         k: v for k, v in overrides.items() if not (k == "epsilon" and v is None)
     }
     if isinstance(spec, str):
-        cls = _BY_NAME.get(spec.lower()) or _BY_CLASS_NAME.get(spec)
-        if cls is None:
+        found = norm_by_name(spec)
+        if found is None:
             raise _unknown(spec, argument)
-        return cls(**{**_NAME_DEFAULTS.get(cls, {}), **overrides})
+        cls, name_defaults = found
+        return cls(**{**name_defaults, **overrides})
     if isinstance(spec, dict):
         return _checked(_from_config_dict(spec, overrides, argument), spec, argument)
     if isinstance(spec, type) and issubclass(spec, Layer):
@@ -94,7 +81,7 @@ def norm_from_spec(spec, argument, **overrides):
 
 def _unknown(spec, argument):
     return ValueError(
-        f"Unknown norm {spec!r}. Choose one of: {_CHOICES}. "
+        f"Unknown norm {spec!r}. Choose one of: {_choices()}. "
         f"Received: {argument}={spec!r}"
     )
 
@@ -105,8 +92,8 @@ def _checked(layer_or_class, spec, argument):
     if not issubclass(cls, _norm_classes()):
         raise ValueError(
             f"`{argument}` must describe a normalisation layer (tfnorm's "
-            "LayerNormalization, RMSNorm or ScaleNorm, another "
-            "BaseNormalization subclass, or Keras's own "
+            f"{spelled_out(c.__name__ for c in registered_norms().values())}, "
+            "another BaseNormalization subclass, or Keras's own "
             f"{' or '.join(c.__name__ for c in keras_norm_classes())}); "
             f"{cls.__name__} is not one. Received: {argument}={spec!r}"
         )
@@ -117,7 +104,7 @@ def _from_config_dict(spec, overrides, argument):
     if "class_name" not in spec:
         raise ValueError(
             f"A norm config dict needs 'class_name' and 'config' keys, as "
-            f"keras.layers.serialize writes them. Choose one of: {_CHOICES}. "
+            f"keras.layers.serialize writes them. Choose one of: {_choices()}. "
             f"Received: {argument}={spec!r}"
         )
     config = dict(spec.get("config") or {})
@@ -125,10 +112,12 @@ def _from_config_dict(spec, overrides, argument):
     name = serialized_class_name(spec)
     # "tfnorm>X" is how our layers register; a bare "LayerNormalization" is
     # Keras's own layer, which `keras.layers.deserialize` rebuilds.
-    if name.startswith("tfnorm>") and name[len("tfnorm>") :] in _BY_CLASS_NAME:
-        return _BY_CLASS_NAME[name[len("tfnorm>") :]].from_config(config)
-    if name.lower() in _BY_NAME:
-        return _BY_NAME[name.lower()].from_config(config)
+    if name.startswith("tfnorm>"):
+        found = norm_by_name(name[len("tfnorm>") :])
+        if found is not None:
+            return found[0].from_config(config)
+    elif norm_choice(name) is not None:
+        return norm_by_name(norm_choice(name))[0].from_config(config)
     layer = keras.layers.deserialize({**spec, "config": config})
     if isinstance(layer, keras_norm_classes()):
         _check_keras_norm(layer, argument)

@@ -2,7 +2,8 @@ from __future__ import annotations
 
 from tfnorm._keras import register_serializable, tf
 from tfnorm.layers import _ops
-from tfnorm.layers.base_normalization import AffineNormalization
+from tfnorm.layers.affine_normalization import AffineNormalization
+from tfnorm.layers.registry import register_norm
 
 
 def _check_rms_scaling(rms_scaling):
@@ -16,6 +17,11 @@ def _check_rms_scaling(rms_scaling):
         )
 
 
+# A norm picked by *name* is the Transformer setting: the original
+# Transformer, PyTorch and keras-hub use epsilon 1e-5, and so do tfnorm's
+# encoders and `tfnorm train`. The class keeps Keras's 1e-3: it is a drop-in
+# for Keras's layer.
+@register_norm("layer", epsilon=1e-5)
 @register_serializable
 class LayerNormalization(AffineNormalization):
     """Layer normalization (Ba et al., 2016), a drop-in for Keras's own.

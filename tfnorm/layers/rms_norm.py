@@ -5,9 +5,12 @@ import math
 from tfnorm._checks import is_real
 from tfnorm._keras import register_serializable, tf
 from tfnorm.layers import _ops
-from tfnorm.layers.base_normalization import AffineNormalization, validate_bool
+from tfnorm.layers.affine_normalization import AffineNormalization
+from tfnorm.layers.arguments import validate_bool
+from tfnorm.layers.registry import register_norm
 
 
+@register_norm("rms")
 @register_serializable
 class RMSNorm(AffineNormalization):
     """Root-mean-square normalization (Zhang and Sennrich, 2019).

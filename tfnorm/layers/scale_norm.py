@@ -4,9 +4,12 @@ import math
 
 from tfnorm._keras import keras, register_serializable, tf
 from tfnorm.layers import _ops
-from tfnorm.layers.base_normalization import FLOAT32_NORMAL_RANGE, BaseNormalization
+from tfnorm.layers.arguments import FLOAT32_NORMAL_RANGE
+from tfnorm.layers.base_normalization import BaseNormalization
+from tfnorm.layers.registry import register_norm
 
 
+@register_norm("scale")
 @register_serializable
 class ScaleNorm(BaseNormalization):
     """ScaleNorm (Nguyen and Salazar, 2019): l2-normalise, one learned scale.

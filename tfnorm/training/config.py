@@ -21,12 +21,15 @@ import re
 from tfnorm._checks import MAX_SEED, precision_mode
 from tfnorm.choices import (
     DECAYS,
+    NORM_NAMES,
     NORM_POSITIONS,
     OPTIMIZERS,
     POOLINGS,
     PRECISION_MODES,
     STRATEGIES,
     SYNTHETIC_TASKS,
+    norms_help,
+    spelled_out,
 )
 from tfnorm.training.config_checks import check_combinations, check_one_source
 from tfnorm.training.settings import (
@@ -91,8 +94,8 @@ def _norm(key, value):
     # The form only: `resolve` asks `get_norm` (importing the layers).
     if not isinstance(value, (str, dict)) or not value:
         raise ValueError(
-            f"`{key}` must be a norm name (layer, rms, scale) or a layer config "
-            f"dict. Received: {key}={value!r}"
+            f"`{key}` must be a norm name ({spelled_out(NORM_NAMES)}) or a layer "
+            f"config dict. Received: {key}={value!r}"
         )
     return value
 
@@ -203,7 +206,7 @@ class TrainConfig:
         None, MODEL, "feed-forward width", POSITIVE,
         optional=True, default_text="4 * d_model",
     )  # fmt: skip
-    norm: str = setting("layer", MODEL, "normalisation: layer, rms or scale", _norm)
+    norm: str = setting("layer", MODEL, f"normalisation: {norms_help()}", _norm)
     norm_position: str = setting(
         "pre", MODEL, "where the norms sit", choice(NORM_POSITIONS)
     )
