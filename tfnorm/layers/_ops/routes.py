@@ -10,27 +10,63 @@ runs, so each formula is written once against the primitives
   axes): "matvec", `MatvecReductions`.
 * GPU (float32 matmuls may run in TF32 there) and other axes: "reduce",
   plain `Reductions`.
+
+Where a call runs is read from its input's placement, per call: a CPU
+placement (an eager tensor on the CPU, or one made under a
+`tf.device("/CPU:0")` scope) takes the CPU routes on a machine with GPUs
+too. A graph tensor made outside any device scope names no device; the
+placer puts its ops on a GPU when TensorFlow sees one, and so does this.
+Devices other than CPUs and GPUs take the CPU routes, as they did when the
+choice was only whether the process saw a GPU.
+A `tf.function` called under an eager device scope traces with inputs that
+name no device, so there the choice is the placer's default.
+Only the choice is tested here (with made-up device names and GPUs); the
+test machines have no GPU, so the GPU route itself has not run on one.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 
 from tfnorm._keras import XLA_PREFERS_MATVEC, in_xla_context, tf
 from tfnorm.layers._ops.primitives import FusedRows, MatvecReductions, Reductions
 
-_MATVEC_REDUCTIONS = None
-
 #: Route override for tests: None (pick per call), "fused" (float32 only),
 #: "matvec" or "reduce".
 ROUTE_OVERRIDE = None
 
+_GPU_TYPES = ("GPU", "XLA_GPU")
 
-def _use_matvec():
-    global _MATVEC_REDUCTIONS
-    if _MATVEC_REDUCTIONS is None:
-        _MATVEC_REDUCTIONS = not tf.config.list_physical_devices("GPU")
-    return _MATVEC_REDUCTIONS
+
+@functools.lru_cache(maxsize=None)
+def gpus_visible():
+    """Whether TensorFlow sees a GPU (after `tf.config.set_visible_devices`).
+
+    Asking starts TensorFlow's runtime, after which the answer cannot
+    change, so it is asked once.
+    """
+    return bool(tf.config.list_logical_devices("GPU"))
+
+
+@functools.lru_cache(maxsize=None)
+def _device_type(device):
+    # Parsed once per device string: eager calls decide their route on every
+    # call, and a process meets only a handful of device strings.
+    return tf.DeviceSpec.from_string(device).device_type
+
+
+def is_gpu_placement(device):
+    """Whether a tensor whose `.device` is `device` is on a GPU, or will be.
+
+    A device string without a device type (empty for graph tensors made
+    outside any device scope) leaves the device to the placer, which picks
+    a GPU when TensorFlow sees one.
+    """
+    kind = _device_type(device)
+    if kind is None:
+        return gpus_visible()
+    return kind in _GPU_TYPES
 
 
 def _trailing(axes, rank):
@@ -41,7 +77,7 @@ def route(x, axes, rank):
     """This call's route: "fused", "matvec" or "reduce"."""
     if ROUTE_OVERRIDE is not None:
         return ROUTE_OVERRIDE
-    if not _use_matvec() or not _trailing(axes, rank):
+    if not _trailing(axes, rank) or is_gpu_placement(x.device):
         return "reduce"
     if x.dtype == tf.float32 and not (XLA_PREFERS_MATVEC and in_xla_context()):
         return "fused"
