@@ -91,7 +91,9 @@ def test_analytic_gradient_matches_numerical(
 ):
     # matvec: CPU reductions as matrix-vector products (trailing axes only);
     # reduce: the plain reductions used on GPU and for other axes.
-    monkeypatch.setattr(_ops, "_MATVEC_REDUCTIONS", matvec)
+    monkeypatch.setattr(
+        "tfnorm.layers._ops.routes.ROUTE_OVERRIDE", "matvec" if matvec else "reduce"
+    )
     rng = np.random.default_rng(0)
     x = tf.constant(rng.standard_normal(shape) * 2 + 1, tf.float64)
     param_shape = [shape[a] if a in axes else 1 for a in range(len(shape))]

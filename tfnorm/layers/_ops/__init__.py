@@ -1,0 +1,19 @@
+"""The normalisation formulas as plain TensorFlow functions.
+
+Layers delegate their math here so tests can call the formulas directly.
+Inputs are already in the statistics dtype (float32, or float64 when asked);
+`axes` are positive and sorted; `gamma`/`beta` are None or have the rank of
+`x` with size 1 outside `axes`.
+
+One module per concern: `primitives` (the reductions and the affine the
+formulas are written against), `routes` (which primitives serve a call),
+`guarded` (the fast and careful paths), and one module per formula.
+"""
+
+from __future__ import annotations
+
+from tfnorm.layers._ops.layer_norm import layer_norm
+from tfnorm.layers._ops.rms_norm import partial_rms_norm, rms_norm
+from tfnorm.layers._ops.scale_norm import scale_norm
+
+__all__ = ["layer_norm", "partial_rms_norm", "rms_norm", "scale_norm"]
