@@ -7,13 +7,13 @@ Inputs are already in the statistics dtype (float32, or float64 when asked);
 
 One module per concern: `primitives` (the reductions and the affine the
 formulas are written against), `routes` (which primitives serve a call),
-`guarded` (the fast and careful paths), and one module per formula.
+`guarded` (the fast and careful paths), and one `*_formula` module per norm.
 """
 
 from __future__ import annotations
 
-from tfnorm.layers._ops.layer_norm import layer_norm
-from tfnorm.layers._ops.rms_norm import partial_rms_norm, rms_norm
-from tfnorm.layers._ops.scale_norm import scale_norm
+from tfnorm.layers._ops.layer_norm_formula import layer_norm
+from tfnorm.layers._ops.rms_norm_formula import partial_rms_norm, rms_norm
+from tfnorm.layers._ops.scale_norm_formula import scale_norm
 
 __all__ = ["layer_norm", "partial_rms_norm", "rms_norm", "scale_norm"]
