@@ -133,6 +133,11 @@ class PositionTrainer:
 
     def __init__(self, position, cfg, vocab_size, num_layers=None):
         keras.backend.clear_session()
+        # The first build's weights are replaced by every run's `reset`, but
+        # under op determinism (which the experiment turns on for the
+        # process) TensorFlow 2.9 refuses an unseeded random op, and
+        # `clear_session` forgets the seed an earlier run set.
+        keras.utils.set_random_seed(cfg.seeds[0])
         self.position = position
         self.cfg = cfg
         self.vocab_size = vocab_size
