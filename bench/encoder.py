@@ -14,6 +14,14 @@ Post-LN, against a reference built from Keras's own layers:
   norm layers differ. (At epsilon 1e-5 Keras 2.9's layer runs its unfused
   path: its fused kernel only takes epsilon >= 1.001e-5.)
 
+A third and fourth variant measure what the norms themselves cost inside the
+step: the same `build_encoder` with Keras's LayerNormalization in every norm
+(`keras-norm`, the reference itself under Keras 2) and with an identity in
+every norm (`identity`, a norm that returns its input). A norm's cost is its
+step time minus the identity's; the second table gives tfnorm's cost as a
+fraction of Keras's (lower is better) and both costs as shares of the
+identity step.
+
 Both get a padding mask of ones. One training step = forward
 (training=True), mean squared error against a random target, backward, Adam
 update, inside one `tf.function` (graph mode, and with `--xla` also
@@ -23,7 +31,7 @@ repetition, and `--repeats` repetitions (default 3) give the median ratio
 and its spread. Wall clock; the load average is checked first as in
 `bench/norms.py` (`--require-idle` refuses a busy machine).
 
-    python bench/encoder.py [--rounds 4] [--repeats 3] [--positions pre,post]
+    python bench/encoder.py [--rounds 6] [--repeats 3] [--positions pre,post]
         [--xla] [--reference keras-hub|keras-norm] [--require-idle]
 """
 
@@ -49,7 +57,20 @@ DROPOUT = 0.1
 EPSILON = 1e-5
 
 
-def tfnorm_encoder(position, norm="layer", name="tfnorm_encoder"):
+@keras.utils.register_keras_serializable(package="bench")
+class IdentityNorm(tfnorm.layers.BaseNormalization):
+    """A norm that returns its input: the step without any norm's cost."""
+
+    has_row_statistic = False
+
+    def __init__(self, axis=-1, **kwargs):
+        super().__init__(axis=axis, epsilon=None, **kwargs)
+
+    def _normalize(self, x, positive):
+        return x
+
+
+def tfnorm_encoder(position, norm="layer", name="tfnorm_encoder", epsilon=EPSILON):
     return tfnorm.build_encoder(
         LAYERS,
         D_MODEL,
@@ -59,7 +80,7 @@ def tfnorm_encoder(position, norm="layer", name="tfnorm_encoder"):
         ffn_dropout=0.0,
         norm=norm,
         norm_position=position,
-        epsilon=EPSILON,
+        epsilon=epsilon,
         activation="gelu",
         final_norm=False,
         seq_len=SEQ,
@@ -70,6 +91,11 @@ def tfnorm_encoder(position, norm="layer", name="tfnorm_encoder"):
 def keras_norm_encoder(position):
     """The same encoder with Keras's own LayerNormalization in every norm."""
     return tfnorm_encoder(position, keras.layers.LayerNormalization, "keras_encoder")
+
+
+def identity_norm_encoder(position):
+    """The same encoder with an identity in place of every norm."""
+    return tfnorm_encoder(position, IdentityNorm, "identity_encoder", epsilon=None)
 
 
 def keras_hub_encoder(position):
@@ -91,11 +117,14 @@ def keras_hub_encoder(position):
     return keras.Model([sequence, padding_mask], x, name="keras_hub_encoder")
 
 
-REFERENCES = {
+VARIANTS = {
     # name: (model factory, padding-mask dtype)
+    "tfnorm": (tfnorm_encoder, tf.float32),
     "keras-hub": (keras_hub_encoder, tf.int32),
     "keras-norm": (keras_norm_encoder, tf.float32),
+    "identity": (identity_norm_encoder, tf.float32),
 }
+REFERENCES = ("keras-hub", "keras-norm")
 
 
 def default_reference():
@@ -133,14 +162,13 @@ def make_step(model, mask_dtype, jit_compile):
     return run
 
 
-def measure(position, jit_compile, reference, args):
-    """Per repetition, the median step seconds of both variants."""
+def measure(position, jit_compile, names, args):
+    """Per repetition, the median step seconds of every variant in `names`."""
     keras.utils.set_random_seed(0)
-    make_reference, mask_dtype = REFERENCES[reference]
-    steps = {
-        "tfnorm": make_step(tfnorm_encoder(position), tf.float32, jit_compile),
-        reference: make_step(make_reference(position), mask_dtype, jit_compile),
-    }
+    steps = {}
+    for name in names:
+        make_model, mask_dtype = VARIANTS[name]
+        steps[name] = make_step(make_model(position), mask_dtype, jit_compile)
     order = list(steps)
     for _ in range(args.warmup):
         for name in order:
@@ -157,14 +185,14 @@ def measure(position, jit_compile, reference, args):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--positions", default="pre,post")
     parser.add_argument("--xla", action="store_true", help="also time jit_compile")
     parser.add_argument(
         "--reference",
-        choices=sorted(REFERENCES),
+        choices=REFERENCES,
         help="what tfnorm's encoder is compared with: keras-hub's blocks "
         "(Keras 3, the default there) or the same encoder with Keras's "
         "LayerNormalization (the default elsewhere)",
@@ -193,20 +221,14 @@ def main(argv=None):
     )
     print(method, flush=True)
     modes = [("graph", False)] + ([("XLA", True)] if args.xla else [])
-    rows, raw = [], []
-    tokens = BATCH * SEQ
+    names = list(dict.fromkeys(["tfnorm", reference, "keras-norm", "identity"]))
+    rows, cost_rows, raw = [], [], []
     for position in args.positions.split(","):
         for mode, jit_compile in modes:
-            repetitions = measure(position, jit_compile, reference, args)
-            ratios = [r[reference] / r["tfnorm"] for r in repetitions]
-            ours = statistics.median(tokens / r["tfnorm"] for r in repetitions)
-            theirs = statistics.median(tokens / r[reference] for r in repetitions)
-            rows.append(
-                f"| {position} | {mode} | {ours:,.0f} | {theirs:,.0f} | "
-                f"{statistics.median(ratios):.2f}x "
-                f"({min(ratios):.2f}-{max(ratios):.2f}) |"
-            )
-            print(rows[-1], flush=True)
+            repetitions = measure(position, jit_compile, names, args)
+            rows.append(_speed_row(position, mode, repetitions, reference))
+            cost_rows.append(_cost_row(position, mode, repetitions))
+            print(rows[-1], "\n", cost_rows[-1], flush=True)
             raw.append({"position": position, "mode": mode, "seconds": repetitions})
     run.finish()
     table = "\n".join(
@@ -215,9 +237,51 @@ def main(argv=None):
             "tfnorm speed-up (min-max) |",
             "| --- | --- | ---: | ---: | ---: |",
             *rows,
+            "",
+            "What the norms add to the step (step time minus the identity "
+            "step's), as a share of the identity step, and tfnorm's cost as a "
+            "fraction of Keras LayerNormalization's (median of the "
+            "repetitions, min-max in brackets; lower is better):",
+            "",
+            "| position | mode | tfnorm norms' cost | Keras norms' cost | "
+            "tfnorm cost / Keras cost |",
+            "| --- | --- | ---: | ---: | ---: |",
+            *cost_rows,
         ]
     )
     run.report(method, table, args.markdown, args.json, results=raw)
+
+
+def _spread(values, form):
+    return (
+        f"{form(statistics.median(values))} ({form(min(values))}-{form(max(values))})"
+    )
+
+
+def _speed_row(position, mode, repetitions, reference):
+    tokens = BATCH * SEQ
+    ratios = [r[reference] / r["tfnorm"] for r in repetitions]
+    ours = statistics.median(tokens / r["tfnorm"] for r in repetitions)
+    theirs = statistics.median(tokens / r[reference] for r in repetitions)
+    return (
+        f"| {position} | {mode} | {ours:,.0f} | {theirs:,.0f} | "
+        f"{_spread(ratios, lambda v: f'{v:.2f}x')} |"
+    )
+
+
+def _cost_row(position, mode, repetitions):
+    ours = [r["tfnorm"] - r["identity"] for r in repetitions]
+    theirs = [r["keras-norm"] - r["identity"] for r in repetitions]
+    share = [
+        (o / r["identity"], t / r["identity"])
+        for o, t, r in zip(ours, theirs, repetitions)
+    ]
+    percent = lambda v: f"{v:.1%}"  # noqa: E731
+    return (
+        f"| {position} | {mode} | {_spread([s[0] for s in share], percent)} | "
+        f"{_spread([s[1] for s in share], percent)} | "
+        f"{_spread([o / t for o, t in zip(ours, theirs)], lambda v: f'{v:.2f}')} |"
+    )
 
 
 if __name__ == "__main__":

@@ -2,8 +2,8 @@
 
 Times forward and forward+backward (gradients w.r.t. x, gamma, beta) in graph
 mode (`tf.function`) and under XLA (`jit_compile=True`), at three activation
-shapes, by default in float32 (`--dtypes float32,bfloat16` adds
-`mixed_bfloat16` layers). Every step is traced and warmed up first; then the
+shapes, in float32 and with `mixed_bfloat16` layers on bfloat16 inputs
+(`--dtypes` picks). Every step is traced and warmed up first; then the
 variants of one setting run interleaved (the order rotates each round) and
 the median of `--rounds` calls per variant is kept. That comparison is
 repeated `--repeats` times (default 3, spread over the run), and each table
@@ -59,6 +59,7 @@ def make_variants(policy):
         ),
         "tfnorm RMSNorm": lambda: tfnorm.RMSNorm(dtype=policy),
         "tfnorm ScaleNorm": lambda: tfnorm.ScaleNorm(dtype=policy),
+        "tfnorm DynamicTanh": lambda: tfnorm.DynamicTanh(dtype=policy),
     }
     if hasattr(keras.layers, "RMSNormalization"):
         variants["keras RMSNormalization"] = lambda: keras.layers.RMSNormalization(
@@ -217,7 +218,7 @@ def main(argv=None):
         default=",".join("x".join(map(str, s)) for s in SHAPES),
         help="comma-separated shapes like 32x128x768",
     )
-    parser.add_argument("--dtypes", default="float32")
+    parser.add_argument("--dtypes", default="float32,bfloat16")
     parser.add_argument(
         "--clock",
         choices=sorted(CLOCKS),
