@@ -96,7 +96,6 @@ from tfnorm._keras.training import (
     unscale_gradients,
 )
 from tfnorm._keras.xla import (
-    XLA_PREFERS_MATVEC,
     in_xla_context,
 )
 
@@ -109,7 +108,6 @@ __all__ = [
     "NATIVE_FORMAT",
     "SAVE_FORMATS",
     "TF_RELEASE",
-    "XLA_PREFERS_MATVEC",
     "accept_tensor_logs",
     "add_weight",
     "attention_projections",

@@ -1,15 +1,8 @@
-"""Whether code runs under XLA, and which ops XLA's CPU backend prefers."""
+"""Whether code runs under XLA."""
 
 from __future__ import annotations
 
-from tfnorm._keras.runtime import TF_RELEASE, tf
-
-#: Whether XLA's CPU backend runs tfnorm's matrix-vector row reductions
-#: faster than the fused-kernel ops (which XLA lowers to plain reductions).
-#: Measured both ways: TensorFlow 2.9's XLA is 1.6x slower on the matvecs,
-#: TensorFlow 2.21's 2x faster. Releases in between were not measured; the
-#: split is put at 2.16, where Keras 3 arrived.
-XLA_PREFERS_MATVEC = TF_RELEASE >= (2, 16)
+from tfnorm._keras.runtime import tf
 
 
 def in_xla_context():

@@ -4,7 +4,8 @@ them.
 Statistics are float32 and two-pass. In graph mode the mean is not shifted
 first (that costs a pass): rows whose mean is large next to their spread,
 or whose squares overflow float32, are redone by a careful path chosen with
-`tf.cond` (`layer_norm._careful_layer_norm`, `rms_norm._careful_rms_norm`).
+`tf.cond` (`_careful_layer_norm` and `_careful_rms_norm` in the formula
+modules).
 """
 
 from __future__ import annotations

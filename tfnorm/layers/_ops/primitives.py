@@ -16,10 +16,11 @@ spends its passes over memory:
   epsilon 0: exactly the affine and its closed-form gradient, with tfnorm's
   own statistics. (Keras 2.9's built-in LayerNormalization runs the fused
   kernel's training mode on the rows instead, whose float32 mean is a running
-  sum.) Under TensorFlow 2.9's XLA the same ops lower to fusible code.
+  sum.) Under XLA the same ops lower to reductions that fuse with the ops
+  around them.
 * `MatvecReductions`, a [rows, features] view whose row means and parameter
-  sums are matrix-vector products, which newer XLA runs vectorised and
-  multi-threaded where its column reductions are slow.
+  sums are matrix-vector products (float64, where TensorFlow has no fused
+  kernels).
 """
 
 from __future__ import annotations

@@ -5,11 +5,19 @@ How the passes over memory are best spent depends on where the formula
 runs, so each formula is written once against the primitives
 (`primitives`) and one implementation of them is picked per call:
 
-* CPU, float32, trailing axes (the usual case): "fused", `FusedRows`.
-* CPU, float64, or float32 under XLA where `XLA_PREFERS_MATVEC` (trailing
-  axes): "matvec", `MatvecReductions`.
+* CPU, float32, trailing axes (the usual case), in graph mode and under
+  XLA: "fused", `FusedRows`.
+* CPU, float64 (trailing axes): "matvec", `MatvecReductions`.
 * GPU (float32 matmuls may run in TF32 there) and other axes: "reduce",
   plain `Reductions`.
+
+Under XLA, TensorFlow 2.21 runs the matvec row reductions faster than the
+fused-kernel ops when a norm is timed alone, but not inside a training step:
+a matrix-vector product does not fuse with the ops that make its input (a
+Post-LN block's residual add and dropout), which then have to be written
+out. The Post-LN encoder step of `bench/encoder.py` spent 14% more time in
+its norms that way than with the fused-kernel ops (about 0%), so float32
+takes "fused" under XLA in every release.
 
 Where a call runs is read from its input's placement, per call: a CPU
 placement (an eager tensor on the CPU, or one made under a
@@ -29,7 +37,7 @@ from __future__ import annotations
 import functools
 import math
 
-from tfnorm._keras import XLA_PREFERS_MATVEC, in_xla_context, tf
+from tfnorm._keras import tf
 from tfnorm.layers._ops.primitives import FusedRows, MatvecReductions, Reductions
 
 #: Route override for tests: None (pick per call), "fused" (float32 only),
@@ -79,7 +87,7 @@ def route(x, axes, rank):
         return ROUTE_OVERRIDE
     if not _trailing(axes, rank) or is_gpu_placement(x.device):
         return "reduce"
-    if x.dtype == tf.float32 and not (XLA_PREFERS_MATVEC and in_xla_context()):
+    if x.dtype == tf.float32:
         return "fused"
     return "matvec"
 
