@@ -5,7 +5,8 @@ Statistics are float32 and two-pass. In graph mode the mean is not shifted
 first (that costs a pass): rows whose mean is large next to their spread,
 or whose squares overflow float32, are redone by a careful path chosen with
 `tf.cond` (`_careful_layer_norm` and `_careful_rms_norm` in the formula
-modules).
+modules). Under XLA the cond hands the backward pass the per-row
+statistics instead of x_hat (`guarded_statistics`).
 """
 
 from __future__ import annotations
@@ -24,8 +25,7 @@ def guarded(fine, fast_x_hat, careful_x_hat, reduce, gamma, beta):
 
     `fast_x_hat`/`careful_x_hat` return (x_hat, the factor the backward pass
     scales by). Graph mode writes x_hat out on the way to the output anyway,
-    so the cond hands it to the backward pass too; under XLA x_hat fuses
-    into the output and is only computed again if a gradient is taken.
+    so the cond hands it to the backward pass too.
     """
 
     def through(path):
@@ -35,10 +35,35 @@ def guarded(fine, fast_x_hat, careful_x_hat, reduce, gamma, beta):
 
         return output
 
-    if reduce.fuses:
-        y = tf.cond(
-            fine, lambda: through(fast_x_hat)()[0], lambda: through(careful_x_hat)()[0]
-        )
-        return y, lambda: tf.cond(fine, fast_x_hat, careful_x_hat)
     y, x_hat, inv = tf.cond(fine, through(fast_x_hat), through(careful_x_hat))
     return y, lambda: (x_hat, inv)
+
+
+def guarded_statistics(fine, fast_statistics, careful_statistics, output):
+    """(y, statistics): the per-row statistics of the fast or the careful
+    path (`tf.cond` on `fine`) and `output(*statistics)` made with them, for
+    XLA.
+
+    Under XLA a conditional writes out its operands and results: here x
+    (as Keras's LayerNormalization has it written out) and y (the next
+    layer's input), not x_hat. The backward pass makes x_hat again from x
+    and the statistics, fused into its reductions. Taking anything of x
+    outside the cond (the sample a LayerNorm row is shifted by, a slice of
+    x) let XLA recompute x, in a Post-LN block the residual sum of a
+    dropout, in each of its users instead, keeping the sublayer's output
+    alive for the backward pass: a 0.84x Post-LN encoder step. With x_hat
+    itself made inside the cond, a Pre-LN step kept one more x_hat per norm
+    than Keras's.
+    """
+
+    def through(statistics):
+        def branch():
+            values = tuple(statistics())
+            return (output(*values),) + values
+
+        return branch
+
+    y, *statistics = tf.cond(
+        fine, through(fast_statistics), through(careful_statistics)
+    )
+    return y, statistics

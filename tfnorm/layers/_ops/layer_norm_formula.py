@@ -8,7 +8,7 @@ saved `x_hat`.
 from __future__ import annotations
 
 from tfnorm._keras import tf
-from tfnorm.layers._ops.guarded import guarded, row_scale
+from tfnorm.layers._ops.guarded import guarded, guarded_statistics, row_scale
 from tfnorm.layers._ops.routes import normalize
 
 #: A row whose mean exceeds this many standard deviations is normalised
@@ -24,51 +24,90 @@ def layer_norm(x, gamma, beta, axes, epsilon):
     return normalize(_layer_norm_kernel, x, gamma, beta, axes, epsilon)
 
 
-def _careful_layer_norm(x, reduce, epsilon):
-    """(x_hat, inv_std) for rows the fast statistics cannot serve."""
-    # Shift by one sample per row: the shifted values are small next to
-    # their spread, so their float32 mean is exact to float32 resolution (a
-    # plain float32 mean of values ~1e4 is off by ~1e-3, in every output).
-    # Then divide by the row's largest magnitude so the squares stay finite
-    # (|x| >= ~1e19 overflows float32 otherwise), epsilon scaled to match.
-    # Shift and scale cancel mathematically: the backward pass is unchanged.
-    shifted = x - tf.stop_gradient(reduce.first_sample(x))
+def _statistics(x, reduce, epsilon):
+    """(centred, mean, inv_std, fine): the fast path's two-pass statistics,
+    and whether every row can use them."""
+    mean = reduce.mean(x)
+    centred = x - mean
+    inv_std = tf.math.rsqrt(reduce.mean_square(centred) + epsilon)
+    # 1 / std is 0 where the squares overflowed; NaN compares False.
+    fine = tf.reduce_all((inv_std > 0) & (tf.abs(mean) * inv_std <= _MEAN_TO_STD_LIMIT))
+    return centred, mean, inv_std, fine
+
+
+def _careful_statistics(x, reduce, epsilon):
+    """(shift, inv_scale, mean, inv_std) for rows the fast statistics cannot
+    serve: x_hat = ((x - shift) * inv_scale - mean) * inv_std.
+
+    The shift is one sample per row: the shifted values are small next to
+    their spread, so their float32 mean is exact to float32 resolution (a
+    plain float32 mean of values ~1e4 is off by ~1e-3, in every output).
+    `1 / inv_scale` is the shifted row's largest magnitude (at least 1):
+    dividing by it keeps the squares finite (|x| >= ~1e19 overflows float32
+    otherwise), epsilon scaled to match. Shift and scale cancel
+    mathematically: the backward pass is unchanged.
+    """
+    shift = tf.stop_gradient(reduce.first_sample(x))
+    shifted = x - shift
     scale = tf.stop_gradient(row_scale(reduce, shifted))
-    shifted = shifted / scale
-    centred = shifted - reduce.mean(shifted)
-    inv = tf.math.rsqrt(reduce.mean(tf.square(centred)) + epsilon / tf.square(scale))
-    return centred * inv, inv / scale
+    inv_scale = 1.0 / scale
+    # XLA writes a division out rather than repeat it in each of its users,
+    # so each division here has one user; and squares take a quotient, not
+    # a product by the reciprocal, which XLA may regroup as x * x * c * c
+    # (inf * 0 where the squares overflow).
+    mean = reduce.mean(shifted * inv_scale)
+    inv = tf.math.rsqrt(
+        reduce.mean_square(shifted / scale - mean) + epsilon * tf.square(inv_scale)
+    )
+    return shift, inv_scale, mean, inv
+
+
+def _x_hat(x, shift, inv_scale, mean, inv_std):
+    return ((x - shift) * inv_scale - mean) * inv_std
+
+
+def _graph_layer_norm(x, reduce, epsilon, gamma, beta):
+    """(y, saved) where every op is its own pass over memory: the fast path
+    hands the x_hat it writes out on the way to y to the backward pass."""
+    centred, _, inv_std, fine = _statistics(x, reduce, epsilon)
+
+    def careful_x_hat():
+        shift, inv_scale, mean, inv = _careful_statistics(x, reduce, epsilon)
+        return _x_hat(x, shift, inv_scale, mean, inv), inv * inv_scale
+
+    return guarded(
+        fine, lambda: (centred * inv_std, inv_std), careful_x_hat, reduce, gamma, beta
+    )
+
+
+def _xla_layer_norm(x, reduce, epsilon, gamma, beta):
+    """(y, saved) under XLA, where x_hat fuses into its users: only the
+    statistics are kept for the backward pass (see `guarded_statistics`)."""
+    _, mean, inv_std, fine = _statistics(x, reduce, epsilon)
+
+    def fast_statistics():
+        return tf.zeros_like(mean), tf.ones_like(mean), mean, inv_std
+
+    def output(*statistics):
+        return reduce.affine(_x_hat(x, *statistics), gamma, beta)
+
+    y, statistics = guarded_statistics(
+        fine,
+        fast_statistics,
+        lambda: _careful_statistics(x, reduce, epsilon),
+        output,
+    )
+    _, inv_scale, _, inv = statistics
+    return y, lambda: (_x_hat(x, *statistics), inv * inv_scale)
 
 
 def _layer_norm_kernel(x, gamma, beta, reduce, epsilon):
     params = [p for p in (gamma, beta) if p is not None]
+    forward_of = _xla_layer_norm if reduce.fuses else _graph_layer_norm
 
     @tf.custom_gradient
     def _forward(x, *params):
-        # Where elementwise ops fuse (XLA) the shift of `_careful_layer_norm`
-        # costs nothing and is always made; elsewhere rows far from zero
-        # next to their spread are sent to the careful path instead.
-        shift = tf.stop_gradient(reduce.first_sample(x)) if reduce.fuses else None
-        base = x if shift is None else x - shift
-        mean = reduce.mean(base)
-        centred = base - mean
-        inv_std = tf.math.rsqrt(reduce.mean_square(centred) + epsilon)
-        # 1 / std is 0 where the squares overflowed; NaN compares False.
-        fine = inv_std > 0
-        if not reduce.fuses:
-            fine &= tf.abs(mean) * inv_std <= _MEAN_TO_STD_LIMIT
-        fine = tf.reduce_all(fine)
-
-        def fast_x_hat():
-            # Under XLA recomputed from x here, so it fuses with its users
-            # instead of being written out.
-            rows = centred if shift is None else (x - shift) - mean
-            return rows * inv_std, inv_std
-
-        def careful_x_hat():
-            return _careful_layer_norm(x, reduce, epsilon)
-
-        y, saved = guarded(fine, fast_x_hat, careful_x_hat, reduce, gamma, beta)
+        y, saved = forward_of(x, reduce, epsilon, gamma, beta)
 
         def backward(dy):
             x_hat, inv = saved()

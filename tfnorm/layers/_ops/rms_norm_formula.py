@@ -9,7 +9,7 @@ saved `x_hat`.
 from __future__ import annotations
 
 from tfnorm._keras import tf
-from tfnorm.layers._ops.guarded import guarded, row_scale
+from tfnorm.layers._ops.guarded import guarded, guarded_statistics, row_scale
 from tfnorm.layers._ops.primitives import Reductions
 from tfnorm.layers._ops.routes import normalize
 
@@ -19,14 +19,16 @@ def rms_norm(x, gamma, beta, axes, epsilon):
     return normalize(_rms_norm_kernel, x, gamma, beta, axes, epsilon)
 
 
-def _careful_rms_norm(x, reduce, epsilon):
-    """(x_hat, inv_rms) for rows whose squares overflow float32 (|x| >=
-    ~1e19, all-zero outputs otherwise): divided by their largest magnitude
-    first, epsilon scaled to match."""
+def _scaled_statistics(x, reduce, epsilon):
+    """(inv_scale, inv_rms) of `x * inv_scale`, `1 / inv_scale` the row's
+    largest magnitude     (at least 1), for rows whose squares overflow float32 (|x| >= ~1e19,
+    all-zero outputs otherwise); epsilon scaled to match."""
+    # The square of a quotient, not of a product by the reciprocal: see
+    # `layer_norm_formula._scaled_statistics`.
     scale = tf.stop_gradient(row_scale(reduce, x))
-    scaled = x / scale
-    inv = tf.math.rsqrt(reduce.mean_square(scaled) + epsilon / tf.square(scale))
-    return scaled * inv, inv / scale
+    inv_scale = 1.0 / scale
+    inv = tf.math.rsqrt(reduce.mean_square(x / scale) + epsilon * tf.square(inv_scale))
+    return inv_scale, inv
 
 
 def _rms_norm_kernel(x, gamma, beta, reduce, epsilon):
@@ -38,13 +40,26 @@ def _rms_norm_kernel(x, gamma, beta, reduce, epsilon):
         # 1 / rms is 0 where the squares overflowed.
         fine = tf.reduce_all(inv_rms > 0)
 
-        def fast_x_hat():
-            return x * inv_rms, inv_rms
+        if reduce.fuses:
+            y, (inv_scale, inv) = guarded_statistics(
+                fine,
+                lambda: (tf.ones_like(inv_rms), inv_rms),
+                lambda: _scaled_statistics(x, reduce, epsilon),
+                lambda inv_scale, inv: reduce.affine(x * inv_scale * inv, gamma, beta),
+            )
 
-        def careful_x_hat():
-            return _careful_rms_norm(x, reduce, epsilon)
+            def saved():
+                return x * inv_scale * inv, inv * inv_scale
 
-        y, saved = guarded(fine, fast_x_hat, careful_x_hat, reduce, gamma, beta)
+        else:
+
+            def careful_x_hat():
+                inv_scale, inv = _scaled_statistics(x, reduce, epsilon)
+                return x * inv_scale * inv, inv * inv_scale
+
+            y, saved = guarded(
+                fine, lambda: (x * inv_rms, inv_rms), careful_x_hat, reduce, gamma, beta
+            )
 
         def backward(dy):
             x_hat, inv = saved()
