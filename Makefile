@@ -89,6 +89,7 @@ bench-keras3: venv
 	$(PY) bench/norms.py $(BENCH_ARGS) --markdown $(BENCH_DIR)/keras3-norms.md --json $(BENCH_DIR)/keras3-norms.json
 	$(PY) bench/encoder.py --xla $(BENCH_ARGS) --markdown $(BENCH_DIR)/keras3-encoder.md --json $(BENCH_DIR)/keras3-encoder.json
 	$(PY) bench/train_loop.py $(BENCH_ARGS) --markdown $(BENCH_DIR)/keras3-train-loop.md --json $(BENCH_DIR)/keras3-train-loop.json
+	$(PY) bench/memory.py --markdown $(BENCH_DIR)/keras3-memory.md --json $(BENCH_DIR)/keras3-memory.json
 
 # The tf29 root mounts this repo at /src, so $(BENCH_DIR) must be inside it.
 bench-tf29:
@@ -96,6 +97,7 @@ bench-tf29:
 	tools/tf29-root.sh run python bench/norms.py $(BENCH_ARGS) --markdown $(BENCH_DIR)/tf29-norms.md --json $(BENCH_DIR)/tf29-norms.json
 	tools/tf29-root.sh run python bench/encoder.py --xla $(BENCH_ARGS) --markdown $(BENCH_DIR)/tf29-encoder.md --json $(BENCH_DIR)/tf29-encoder.json
 	tools/tf29-root.sh run python bench/train_loop.py $(BENCH_ARGS) --markdown $(BENCH_DIR)/tf29-train-loop.md --json $(BENCH_DIR)/tf29-train-loop.json
+	tools/tf29-root.sh run python bench/memory.py --markdown $(BENCH_DIR)/tf29-memory.md --json $(BENCH_DIR)/tf29-memory.json
 
 # The Post-LN vs Pre-LN warm-up experiment at its small default (about 6
 # minutes on 2 CPU cores); prints where the table, plot and TensorBoard logs

@@ -18,20 +18,21 @@ A third and fourth variant measure what the norms themselves cost inside the
 step: the same `build_encoder` with Keras's LayerNormalization in every norm
 (`keras-norm`, the reference itself under Keras 2) and with an identity in
 every norm (`identity`, a norm that returns its input). A norm's cost is its
-step time minus the identity's; the second table gives tfnorm's cost as a
+step time minus the identity's in the same round, the median over every
+round of every repetition; the second table gives tfnorm's cost as a
 fraction of Keras's (lower is better) and both costs as shares of the
 identity step.
 
 Both get a padding mask of ones. One training step = forward
 (training=True), mean squared error against a random target, backward, Adam
 update, inside one `tf.function` (graph mode, and with `--xla` also
-`jit_compile=True`). The two variants run interleaved (order alternating each
+`jit_compile=True`). The variants run interleaved (order alternating each
 round); the ratio of their median step times over `--rounds` steps is one
 repetition, and `--repeats` repetitions (default 3) give the median ratio
 and its spread. Wall clock; the load average is checked first as in
 `bench/norms.py` (`--require-idle` refuses a busy machine).
 
-    python bench/encoder.py [--rounds 6] [--repeats 3] [--positions pre,post]
+    python bench/encoder.py [--rounds 8] [--repeats 3] [--positions pre,post]
         [--xla] [--reference keras-hub|keras-norm] [--require-idle]
 """
 
@@ -163,7 +164,7 @@ def make_step(model, mask_dtype, jit_compile):
 
 
 def measure(position, jit_compile, names, args):
-    """Per repetition, the median step seconds of every variant in `names`."""
+    """Per repetition, every variant's step seconds, round by round."""
     keras.utils.set_random_seed(0)
     steps = {}
     for name in names:
@@ -179,13 +180,13 @@ def measure(position, jit_compile, names, args):
         for round_index in range(args.rounds):
             for name in order if round_index % 2 == 0 else reversed(order):
                 times[name].append(steps[name]())
-        repetitions.append({n: statistics.median(v) for n, v in times.items()})
+        repetitions.append(times)
     return repetitions
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--positions", default="pre,post")
@@ -203,7 +204,7 @@ def main(argv=None):
         help="exit with status 2 instead of warning when the machine is busy",
     )
     parser.add_argument("--markdown", help="also write the table to this file")
-    parser.add_argument("--json", help="also write the raw medians to this file")
+    parser.add_argument("--json", help="also write every step time to this file")
     args = parser.parse_args(argv)
     reference = args.reference or default_reference()
     if reference == "keras-hub" and not IS_KERAS_3:
@@ -223,13 +224,14 @@ def main(argv=None):
     modes = [("graph", False)] + ([("XLA", True)] if args.xla else [])
     names = list(dict.fromkeys(["tfnorm", reference, "keras-norm", "identity"]))
     rows, cost_rows, raw = [], [], []
-    for position in args.positions.split(","):
-        for mode, jit_compile in modes:
-            repetitions = measure(position, jit_compile, names, args)
-            rows.append(_speed_row(position, mode, repetitions, reference))
-            cost_rows.append(_cost_row(position, mode, repetitions))
-            print(rows[-1], "\n", cost_rows[-1], flush=True)
-            raw.append({"position": position, "mode": mode, "seconds": repetitions})
+    with tf.device(run.device):
+        for position in args.positions.split(","):
+            for mode, jit_compile in modes:
+                repetitions = measure(position, jit_compile, names, args)
+                rows.append(_speed_row(position, mode, repetitions, reference))
+                cost_rows.append(_cost_row(position, mode, repetitions))
+                print(rows[-1], "\n", cost_rows[-1], flush=True)
+                raw.append({"position": position, "mode": mode, "seconds": repetitions})
     run.finish()
     table = "\n".join(
         [
@@ -239,9 +241,10 @@ def main(argv=None):
             *rows,
             "",
             "What the norms add to the step (step time minus the identity "
-            "step's), as a share of the identity step, and tfnorm's cost as a "
-            "fraction of Keras LayerNormalization's (median of the "
-            "repetitions, min-max in brackets; lower is better):",
+            "step's in the same round, median over every round), as a share of "
+            "the identity step, and tfnorm's cost as a fraction of Keras "
+            "LayerNormalization's (min-max of the repetitions' fractions in "
+            "brackets; lower is better):",
             "",
             "| position | mode | tfnorm norms' cost | Keras norms' cost | "
             "tfnorm cost / Keras cost |",
@@ -260,27 +263,38 @@ def _spread(values, form):
 
 def _speed_row(position, mode, repetitions, reference):
     tokens = BATCH * SEQ
-    ratios = [r[reference] / r["tfnorm"] for r in repetitions]
-    ours = statistics.median(tokens / r["tfnorm"] for r in repetitions)
-    theirs = statistics.median(tokens / r[reference] for r in repetitions)
+    medians = [{n: statistics.median(v) for n, v in r.items()} for r in repetitions]
+    ratios = [m[reference] / m["tfnorm"] for m in medians]
+    ours = statistics.median(tokens / m["tfnorm"] for m in medians)
+    theirs = statistics.median(tokens / m[reference] for m in medians)
     return (
         f"| {position} | {mode} | {ours:,.0f} | {theirs:,.0f} | "
         f"{_spread(ratios, lambda v: f'{v:.2f}x')} |"
     )
 
 
+def norm_cost(times, name):
+    """The median, over rounds, of `name`'s step time less the identity
+    step's in the same round: steps timed side by side share the machine's
+    drift, which a difference of two medians would not cancel."""
+    return statistics.median(
+        ours - bare for ours, bare in zip(times[name], times["identity"])
+    )
+
+
 def _cost_row(position, mode, repetitions):
-    ours = [r["tfnorm"] - r["identity"] for r in repetitions]
-    theirs = [r["keras-norm"] - r["identity"] for r in repetitions]
-    share = [
-        (o / r["identity"], t / r["identity"])
-        for o, t, r in zip(ours, theirs, repetitions)
+    pooled = {
+        name: [t for r in repetitions for t in r[name]]
+        for name in ("tfnorm", "keras-norm", "identity")
+    }
+    bare = statistics.median(pooled["identity"])
+    ours, theirs = norm_cost(pooled, "tfnorm"), norm_cost(pooled, "keras-norm")
+    fractions = [
+        norm_cost(r, "tfnorm") / norm_cost(r, "keras-norm") for r in repetitions
     ]
-    percent = lambda v: f"{v:.1%}"  # noqa: E731
     return (
-        f"| {position} | {mode} | {_spread([s[0] for s in share], percent)} | "
-        f"{_spread([s[1] for s in share], percent)} | "
-        f"{_spread([o / t for o, t in zip(ours, theirs)], lambda v: f'{v:.2f}')} |"
+        f"| {position} | {mode} | {ours / bare:.1%} | {theirs / bare:.1%} | "
+        f"{ours / theirs:.2f} ({min(fractions):.2f}-{max(fractions):.2f}) |"
     )
 
 

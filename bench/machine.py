@@ -24,6 +24,7 @@ import sys
 import time
 
 from tfnorm._keras import FLAVOUR, KERAS_VERSION, tf
+from tfnorm.layers._ops import routes
 
 
 def idle_limit():
@@ -111,11 +112,36 @@ def check_idle(require_idle):
     return load
 
 
+def bench_device():
+    """The device a run measures on: the first GPU TensorFlow sees, else the
+    CPU. Every script runs its work under `tf.device(run.device)`."""
+    gpus = tf.config.list_logical_devices("GPU")
+    return gpus[0].name if gpus else "/device:CPU:0"
+
+
+def describe_device(device):
+    """(label, route): "CPU:0 (2 cores)" or "GPU:0 (<its name>)", and the
+    route tfnorm's float32 norms take there (see `tfnorm/layers/_ops/routes.py`)."""
+    spec = tf.DeviceSpec.from_string(device)
+    label = f"{spec.device_type}:{spec.device_index or 0}"
+    if spec.device_type == "GPU":
+        physical = tf.config.list_physical_devices("GPU")[spec.device_index or 0]
+        details = tf.config.experimental.get_device_details(physical)
+        label += f" ({details.get('device_name', 'unnamed GPU')})"
+    else:
+        label += f" ({os.cpu_count()} cores)"
+    with tf.device(device):
+        probe = tf.zeros([2, 4])
+    return label, routes.route(probe, [1], 2)
+
+
 class Run:
     """The state of one benchmark run: call `finish()` at its end."""
 
     def __init__(self, clock_name, require_idle):
         self.clock = clock_name
+        self.device = bench_device()
+        self.device_label, self.route = describe_device(self.device)
         self.load_before = check_idle(require_idle)
         self.started = time.perf_counter()
         self.other_work = OtherWork()
@@ -144,6 +170,8 @@ class Run:
             "keras": f"{KERAS_VERSION} ({FLAVOUR})",
             "python": platform.python_version(),
             "cpus": os.cpu_count(),
+            "device": self.device_label,
+            "tfnorm_route": self.route,
             "clock": self.clock,
             "date": self.date.strftime("%Y-%m-%d %H:%M UTC"),
             "load_before": round(self.load_before, 2),
@@ -178,6 +206,8 @@ class Run:
         text = (
             f"TensorFlow {info['tensorflow']}, Keras {info['keras']}, Python "
             f"{info['python']}, {info['cpus']} CPUs, {info['clock']} clock; "
+            f"measured on {info['device']}, tfnorm float32 route "
+            f'"{info["tfnorm_route"]}"; '
             f"{info['date']}; load average {info['load_before']:.2f} before"
         )
         if "load_after" in info:

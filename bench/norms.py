@@ -246,15 +246,21 @@ def main(argv=None):
         flush=True,
     )
     cells = []
-    for dtype in args.dtypes.split(","):
-        for jit_compile in (False, True):
-            for backward in (False, True):
-                cells.append(
-                    measure_cell(
-                        shapes, dtype, backward, jit_compile, args, CLOCKS[args.clock]
+    with tf.device(run.device):
+        for dtype in args.dtypes.split(","):
+            for jit_compile in (False, True):
+                for backward in (False, True):
+                    cells.append(
+                        measure_cell(
+                            shapes,
+                            dtype,
+                            backward,
+                            jit_compile,
+                            args,
+                            CLOCKS[args.clock],
+                        )
                     )
-                )
-                print(_cell_line(cells[-1]), flush=True)
+                    print(_cell_line(cells[-1]), flush=True)
     run.finish()
     method = (
         f"{args.repeats} repetitions x median of {args.rounds} interleaved calls; "

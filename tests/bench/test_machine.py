@@ -8,6 +8,7 @@ import time
 import pytest
 
 from bench import machine
+from tfnorm._keras import tf
 
 MEASURED_CORES = machine.OtherWork.cores  # before the fixture below replaces it
 
@@ -106,3 +107,22 @@ def test_run_records_versions_clock_load_and_duration(monkeypatch, other_work):
     assert "load average 0.25 before, 0.75 after" in header
     assert "other processes used 0.05 cores" in header
     assert info["tensorflow"] in header
+
+
+def test_runs_measure_on_the_first_gpu_tensorflow_sees(monkeypatch):
+    gpu = tf.config.LogicalDevice(name="/device:GPU:0", device_type="GPU")
+    monkeypatch.setattr(tf.config, "list_logical_devices", lambda kind=None: [gpu])
+    assert machine.bench_device() == "/device:GPU:0"
+
+
+def test_without_a_gpu_runs_measure_on_the_cpu_and_say_so():
+    device = machine.bench_device()
+    assert device == "/device:CPU:0"  # the test machines have no GPU
+    label, route = machine.describe_device(device)
+    assert label == f"CPU:0 ({os.cpu_count()} cores)"
+    assert route == "fused"
+    header = machine.Run("wall", require_idle=False).header()
+    assert (
+        f'measured on CPU:0 ({os.cpu_count()} cores), tfnorm float32 route "fused"'
+        in header
+    )
