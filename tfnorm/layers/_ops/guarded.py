@@ -1,12 +1,13 @@
 """The fast path and the careful path of a formula, and the choice between
 them.
 
-Statistics are float32 and two-pass. In graph mode the mean is not shifted
-first (that costs a pass): rows whose mean is large next to their spread,
-or whose squares overflow float32, are redone by a careful path chosen with
-`tf.cond` (`_careful_layer_norm` and `_careful_rms_norm` in the formula
-modules). Under XLA the cond hands the backward pass the per-row
-statistics instead of x_hat (`guarded_statistics`).
+Statistics are float32 and two-pass. The mean is not shifted first (in
+graph mode that costs a pass; under XLA see `guarded_statistics`): rows
+whose mean is large next to their spread, or whose squares overflow
+float32, are redone by a careful path chosen with `tf.cond` (the
+`_careful_statistics` of LayerNorm and the `_scaled_statistics` of RMSNorm,
+in the formula modules). Under XLA the cond hands the backward pass the
+per-row statistics instead of x_hat (`guarded_statistics`).
 """
 
 from __future__ import annotations
