@@ -45,10 +45,10 @@ def guarded_statistics(fine, fast_statistics, careful_statistics, output):
     path (`tf.cond` on `fine`) and `output(*statistics)` made with them, for
     XLA.
 
-    Under XLA a conditional writes out its operands and results: here x
-    (as Keras's LayerNormalization has it written out) and y (the next
-    layer's input), not x_hat. The backward pass makes x_hat again from x
-    and the statistics, fused into its reductions. Taking anything of x
+    Under XLA a conditional writes out its results: here y (the next
+    layer's input, written out anyway) and the per-row statistics, not
+    x_hat. The backward pass makes x_hat again from x and the statistics,
+    fused into its reductions. Taking anything of x
     outside the cond (the sample a LayerNorm row is shifted by, a slice of
     x) let XLA recompute x, in a Post-LN block the residual sum of a
     dropout, in each of its users instead, keeping the sublayer's output

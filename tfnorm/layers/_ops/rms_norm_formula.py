@@ -21,10 +21,10 @@ def rms_norm(x, gamma, beta, axes, epsilon):
 
 def _scaled_statistics(x, reduce, epsilon):
     """(inv_scale, inv_rms) of `x * inv_scale`, `1 / inv_scale` the row's
-    largest magnitude     (at least 1), for rows whose squares overflow float32 (|x| >= ~1e19,
-    all-zero outputs otherwise); epsilon scaled to match."""
+    largest magnitude (at least 1), for rows whose squares overflow float32
+    (|x| >= ~1e19, all-zero outputs otherwise); epsilon scaled to match."""
     # The square of a quotient, not of a product by the reciprocal: see
-    # `layer_norm_formula._scaled_statistics`.
+    # `layer_norm_formula._careful_statistics`.
     scale = tf.stop_gradient(row_scale(reduce, x))
     inv_scale = 1.0 / scale
     inv = tf.math.rsqrt(reduce.mean_square(x / scale) + epsilon * tf.square(inv_scale))
