@@ -34,9 +34,7 @@ import sys
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import numpy as np  # noqa: E402
-
-from bench.encoder import BATCH, D_MODEL, SEQ, VARIANTS  # noqa: E402
+from bench.encoder import VARIANTS, training_step  # noqa: E402
 from bench.machine import Run  # noqa: E402
 from tfnorm._keras import keras, tf  # noqa: E402
 
@@ -50,23 +48,7 @@ def step_memory(name, position, jit_compile, device, samples):
     allocated before it."""
     make_model, mask_dtype = VARIANTS[name]
     keras.utils.set_random_seed(0)
-    model = make_model(position)
-    rng = np.random.default_rng(0)
-    x = tf.constant(rng.standard_normal((BATCH, SEQ, D_MODEL)), tf.float32)
-    target = tf.constant(rng.standard_normal((BATCH, SEQ, D_MODEL)), tf.float32)
-    mask = tf.ones((BATCH, SEQ), mask_dtype)
-    optimizer = keras.optimizers.Adam(1e-4)
-    variables = model.trainable_variables
-
-    @tf.function(jit_compile=jit_compile)
-    def step():
-        with tf.GradientTape() as tape:
-            out = model([x, mask], training=True)
-            loss = tf.reduce_mean(tf.square(out - target))
-        grads = tape.gradient(loss, variables)
-        optimizer.apply_gradients(zip(grads, variables))
-        return loss
-
+    step = training_step(make_model(position), mask_dtype, jit_compile)
     for _ in range(2):
         float(step())
     device_name = tf.DeviceSpec.from_string(device)

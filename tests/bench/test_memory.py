@@ -9,10 +9,9 @@ from bench import encoder, memory
 
 
 def test_memory_bench_writes_each_norms_share(tmp_path, monkeypatch):
-    for module in (encoder, memory):
-        monkeypatch.setattr(module, "SEQ", 8)
-        monkeypatch.setattr(module, "D_MODEL", 16)
-        monkeypatch.setattr(module, "BATCH", 2)
+    monkeypatch.setattr(encoder, "SEQ", 8)
+    monkeypatch.setattr(encoder, "D_MODEL", 16)
+    monkeypatch.setattr(encoder, "BATCH", 2)
     monkeypatch.setattr(encoder, "LAYERS", 1)
     monkeypatch.setattr(encoder, "HEADS", 2)
     monkeypatch.setattr(encoder, "DFF", 32)
