@@ -8,7 +8,12 @@ from tfnorm._keras import (
     portable_layer_config,
     tf,
 )
-from tfnorm.layers.arguments import axis_entries, input_order, validate_bool
+from tfnorm.layers.arguments import (
+    axis_entries,
+    input_order,
+    statistics_dtype,
+    validate_bool,
+)
 from tfnorm.layers.base_normalization import BaseNormalization
 
 _WEIGHT_LAYOUTS = ("keras", "axis_order")
@@ -101,13 +106,15 @@ class AffineNormalization(BaseNormalization):
         return tf.reshape(value, target)
 
     def _gamma_beta(self, x, positive):
-        """γ and β broadcast to the rank of `x` in its dtype, or None when off."""
+        """γ and β broadcast to the rank of `x` in its statistics dtype, or
+        None when off."""
         rank = x.shape.rank
+        dtype = statistics_dtype(x.dtype)
         gamma = beta = None
         if self.gamma is not None:
-            gamma = self._broadcast_param(self.gamma, x.dtype, positive, rank)
+            gamma = self._broadcast_param(self.gamma, dtype, positive, rank)
         if self.beta is not None:
-            beta = self._broadcast_param(self.beta, x.dtype, positive, rank)
+            beta = self._broadcast_param(self.beta, dtype, positive, rank)
         return gamma, beta
 
     @classmethod

@@ -83,8 +83,12 @@ def input_order(positive):
     return sorted(range(len(positive)), key=positive.__getitem__)
 
 
+def statistics_dtype(dtype):
+    """The dtype a norm computes in for inputs of `dtype`: float32 whatever
+    the policy (half types lose the statistics' digits); float64 inputs keep
+    float64."""
+    return tf.float64 if tf.as_dtype(dtype) == tf.float64 else tf.float32
+
+
 def in_statistics_dtype(inputs):
-    # float32 whatever the policy (half types lose the statistics' digits);
-    # float64 inputs keep float64.
-    dtype = tf.as_dtype(inputs.dtype)
-    return tf.cast(inputs, tf.float64 if dtype == tf.float64 else tf.float32)
+    return tf.cast(inputs, statistics_dtype(inputs.dtype))

@@ -154,8 +154,7 @@ class BaseNormalization(Layer):
         return self._apply(inputs, positive)
 
     def _apply(self, inputs, positive):
-        outputs = self._normalize(in_statistics_dtype(inputs), positive)
-        return tf.cast(outputs, self.compute_dtype)
+        return tf.cast(self._normalize(inputs, positive), self.compute_dtype)
 
     def _call_ragged(self, inputs, positive):
         # Each row of a ragged dim is its own example; the statistics are
@@ -164,7 +163,10 @@ class BaseNormalization(Layer):
         flat = [p - inputs.ragged_rank for p in positive]
         return inputs.with_flat_values(self._apply(inputs.flat_values, flat))
 
-    def _normalize(self, x, positive):
+    def _normalize(self, inputs, positive):
+        """The layer's output for dense `inputs` in their own dtype, its
+        statistics in `statistics_dtype`; the output's dtype is cast to the
+        compute dtype afterwards (a no-op when the formula made it so)."""
         raise NotImplementedError
 
     def reduction_axes(self, rank):

@@ -3,6 +3,7 @@ from __future__ import annotations
 from tfnorm._checks import is_real
 from tfnorm._keras import keras, register_serializable, tf
 from tfnorm.layers.affine_normalization import AffineNormalization
+from tfnorm.layers.arguments import in_statistics_dtype
 from tfnorm.layers.registry import register_norm
 
 
@@ -85,7 +86,8 @@ class DynamicTanh(AffineNormalization):
             shape=(),
         )
 
-    def _normalize(self, x, positive):
+    def _normalize(self, inputs, positive):
+        x = in_statistics_dtype(inputs)
         gamma, beta = self._gamma_beta(x, positive)
         alpha = tf.cast(tf.convert_to_tensor(self.alpha), x.dtype)
         return dynamic_tanh(x, alpha, gamma, beta)

@@ -127,9 +127,11 @@ class LayerNormalization(AffineNormalization):
         _check_rms_scaling(config.get("rms_scaling", False))
         return super().from_config(config)
 
-    def _normalize(self, x, positive):
-        gamma, beta = self._gamma_beta(x, positive)
-        return _ops.layer_norm(x, gamma, beta, sorted(positive), self.epsilon)
+    def _normalize(self, inputs, positive):
+        gamma, beta = self._gamma_beta(inputs, positive)
+        return _ops.layer_norm(
+            inputs, gamma, beta, sorted(positive), self.epsilon, self.compute_dtype
+        )
 
     def _row_statistic(self, x, axes):
         return tf.math.reduce_variance(x, axis=axes)

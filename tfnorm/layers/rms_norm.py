@@ -6,7 +6,7 @@ from tfnorm._checks import is_real
 from tfnorm._keras import register_serializable, tf
 from tfnorm.layers import _ops
 from tfnorm.layers.affine_normalization import AffineNormalization
-from tfnorm.layers.arguments import validate_bool
+from tfnorm.layers.arguments import in_statistics_dtype, validate_bool
 from tfnorm.layers.registry import register_norm
 
 
@@ -122,15 +122,22 @@ class RMSNorm(AffineNormalization):
         """How many leading features of `size` estimate the RMS."""
         return max(1, int(math.ceil(self.partial * size)))
 
-    def _normalize(self, x, positive):
-        gamma, beta = self._gamma_beta(x, positive)
+    def _normalize(self, inputs, positive):
+        gamma, beta = self._gamma_beta(inputs, positive)
         if gamma is not None and self.zero_centered_gamma:
             gamma = 1.0 + gamma
         if self._partial_size is not None:
             return _ops.partial_rms_norm(
-                x, gamma, beta, positive[0], self._partial_size, self.epsilon
+                in_statistics_dtype(inputs),
+                gamma,
+                beta,
+                positive[0],
+                self._partial_size,
+                self.epsilon,
             )
-        return _ops.rms_norm(x, gamma, beta, sorted(positive), self.epsilon)
+        return _ops.rms_norm(
+            inputs, gamma, beta, sorted(positive), self.epsilon, self.compute_dtype
+        )
 
     def _row_statistic(self, x, axes):
         if self.partial is not None and self.partial < 1.0:

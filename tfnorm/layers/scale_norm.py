@@ -4,7 +4,7 @@ import math
 
 from tfnorm._keras import keras, register_serializable, tf
 from tfnorm.layers import _ops
-from tfnorm.layers.arguments import FLOAT32_NORMAL_RANGE
+from tfnorm.layers.arguments import FLOAT32_NORMAL_RANGE, in_statistics_dtype
 from tfnorm.layers.base_normalization import BaseNormalization
 from tfnorm.layers.registry import register_norm
 
@@ -98,7 +98,8 @@ class ScaleNorm(BaseNormalization):
             shape=(),
         )
 
-    def _normalize(self, x, positive):
+    def _normalize(self, inputs, positive):
+        x = in_statistics_dtype(inputs)
         scale = tf.cast(tf.convert_to_tensor(self.g), x.dtype)
         return _ops.scale_norm(x, scale, sorted(positive), self.epsilon)
 

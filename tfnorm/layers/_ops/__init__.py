@@ -1,9 +1,12 @@
 """The normalisation formulas as plain TensorFlow functions.
 
 Layers delegate their math here so tests can call the formulas directly.
-Inputs are already in the statistics dtype (float32, or float64 when asked);
-`axes` are positive and sorted; `gamma`/`beta` are None or have the rank of
-`x` with size 1 outside `axes`.
+Statistics are computed in float32 (float64 for float64 inputs). LayerNorm
+and RMSNorm take inputs in their own dtype and return `output_dtype` (casts
+inside the formula fuse with its ops under XLA); the others take inputs
+already in the statistics dtype. `axes` are positive and sorted;
+`gamma`/`beta` are None or have the rank of `x` with size 1 outside `axes`,
+in the statistics dtype.
 
 One module per concern: `primitives` (the reductions and the affine the
 formulas are written against), `routes` (which primitives serve a call),

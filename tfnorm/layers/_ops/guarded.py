@@ -55,6 +55,11 @@ def guarded_statistics(fine, fast_statistics, careful_statistics, output):
     alive for the backward pass: a 0.84x Post-LN encoder step. With x_hat
     itself made inside the cond, a Pre-LN step kept one more x_hat per norm
     than Keras's.
+
+    The branches make their own float32 view of a half-precision x and
+    return y in the output dtype: XLA writes out a conditional's operands
+    and results, so a cast outside the cond costs a float32 copy of x and a
+    float32 y (a bfloat16 LayerNorm forward ran at 1.21-1.29x Keras's).
     """
 
     def through(statistics):

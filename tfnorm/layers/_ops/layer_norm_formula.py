@@ -10,6 +10,7 @@ from __future__ import annotations
 from tfnorm._keras import tf
 from tfnorm.layers._ops.guarded import guarded, guarded_statistics, row_scale
 from tfnorm.layers._ops.routes import normalize
+from tfnorm.layers.arguments import in_statistics_dtype, statistics_dtype
 
 #: A row whose mean exceeds this many standard deviations is normalised
 #: through the careful path. A float32 row mean is off by up to ~2e-7 of the
@@ -19,9 +20,12 @@ from tfnorm.layers._ops.routes import normalize
 _MEAN_TO_STD_LIMIT = 8.0
 
 
-def layer_norm(x, gamma, beta, axes, epsilon):
-    """y = (x - mean) * rsqrt(var + epsilon) * gamma + beta over `axes`."""
-    return normalize(_layer_norm_kernel, x, gamma, beta, axes, epsilon)
+def layer_norm(x, gamma, beta, axes, epsilon, output_dtype=None):
+    """y = (x - mean) * rsqrt(var + epsilon) * gamma + beta over `axes`,
+    computed in `x`'s statistics dtype and returned in `output_dtype` (by
+    default that dtype)."""
+    output_dtype = output_dtype or statistics_dtype(x.dtype)
+    return normalize(_layer_norm_kernel, x, gamma, beta, axes, epsilon, output_dtype)
 
 
 def _statistics(x, reduce, epsilon):
@@ -66,53 +70,59 @@ def _x_hat(x, shift, inv_scale, mean, inv_std):
     return ((x - shift) * inv_scale - mean) * inv_std
 
 
-def _graph_layer_norm(x, reduce, epsilon, gamma, beta):
+def _graph_layer_norm(x, reduce, epsilon, gamma, beta, output_dtype):
     """(y, saved) where every op is its own pass over memory: the fast path
     hands the x_hat it writes out on the way to y to the backward pass."""
+    x = in_statistics_dtype(x)
     centred, _, inv_std, fine = _statistics(x, reduce, epsilon)
 
     def careful_x_hat():
         shift, inv_scale, mean, inv = _careful_statistics(x, reduce, epsilon)
         return _x_hat(x, shift, inv_scale, mean, inv), inv * inv_scale
 
-    return guarded(
+    y, saved = guarded(
         fine, lambda: (centred * inv_std, inv_std), careful_x_hat, reduce, gamma, beta
     )
+    return tf.cast(y, output_dtype), saved
 
 
-def _xla_layer_norm(x, reduce, epsilon, gamma, beta):
+def _xla_layer_norm(x, reduce, epsilon, gamma, beta, output_dtype):
     """(y, saved) under XLA, where x_hat fuses into its users: only the
     statistics are kept for the backward pass (see `guarded_statistics`)."""
-    _, mean, inv_std, fine = _statistics(x, reduce, epsilon)
+    _, mean, inv_std, fine = _statistics(in_statistics_dtype(x), reduce, epsilon)
 
     def fast_statistics():
         return tf.zeros_like(mean), tf.ones_like(mean), mean, inv_std
 
     def output(*statistics):
-        return reduce.affine(_x_hat(x, *statistics), gamma, beta)
+        x_hat = _x_hat(in_statistics_dtype(x), *statistics)
+        return tf.cast(reduce.affine(x_hat, gamma, beta), output_dtype)
 
     y, statistics = guarded_statistics(
         fine,
         fast_statistics,
-        lambda: _careful_statistics(x, reduce, epsilon),
+        lambda: _careful_statistics(in_statistics_dtype(x), reduce, epsilon),
         output,
     )
     _, inv_scale, _, inv = statistics
-    return y, lambda: (_x_hat(x, *statistics), inv * inv_scale)
+    return y, lambda: (_x_hat(in_statistics_dtype(x), *statistics), inv * inv_scale)
 
 
-def _layer_norm_kernel(x, gamma, beta, reduce, epsilon):
+def _layer_norm_kernel(x, gamma, beta, reduce, epsilon, output_dtype):
     params = [p for p in (gamma, beta) if p is not None]
     forward_of = _xla_layer_norm if reduce.fuses else _graph_layer_norm
 
     @tf.custom_gradient
     def _forward(x, *params):
-        y, saved = forward_of(x, reduce, epsilon, gamma, beta)
+        y, saved = forward_of(x, reduce, epsilon, gamma, beta, output_dtype)
 
         def backward(dy):
             x_hat, inv = saved()
-            g, param_grads = reduce.affine_grad(dy, x_hat, gamma, beta)
-            return [reduce.centred_grad(g, x_hat, inv)] + param_grads
+            g, param_grads = reduce.affine_grad(
+                tf.cast(dy, x_hat.dtype), x_hat, gamma, beta
+            )
+            dx = reduce.centred_grad(g, x_hat, inv)
+            return [tf.cast(dx, x.dtype)] + param_grads
 
         return y, backward
 

@@ -12,11 +12,15 @@ from tfnorm._keras import tf
 from tfnorm.layers._ops.guarded import guarded, guarded_statistics, row_scale
 from tfnorm.layers._ops.primitives import Reductions
 from tfnorm.layers._ops.routes import normalize
+from tfnorm.layers.arguments import in_statistics_dtype, statistics_dtype
 
 
-def rms_norm(x, gamma, beta, axes, epsilon):
-    """y = x * rsqrt(mean(x^2) + epsilon) * gamma + beta over `axes`."""
-    return normalize(_rms_norm_kernel, x, gamma, beta, axes, epsilon)
+def rms_norm(x, gamma, beta, axes, epsilon, output_dtype=None):
+    """y = x * rsqrt(mean(x^2) + epsilon) * gamma + beta over `axes`,
+    computed in `x`'s statistics dtype and returned in `output_dtype` (by
+    default that dtype)."""
+    output_dtype = output_dtype or statistics_dtype(x.dtype)
+    return normalize(_rms_norm_kernel, x, gamma, beta, axes, epsilon, output_dtype)
 
 
 def _scaled_statistics(x, reduce, epsilon):
@@ -31,40 +35,55 @@ def _scaled_statistics(x, reduce, epsilon):
     return inv_scale, inv
 
 
-def _rms_norm_kernel(x, gamma, beta, reduce, epsilon):
+def _rms_norm_kernel(x, gamma, beta, reduce, epsilon, output_dtype):
     params = [p for p in (gamma, beta) if p is not None]
 
     @tf.custom_gradient
     def _forward(x, *params):
-        inv_rms = tf.math.rsqrt(reduce.mean_square(x) + epsilon)
+        inv_rms = tf.math.rsqrt(reduce.mean_square(in_statistics_dtype(x)) + epsilon)
         # 1 / rms is 0 where the squares overflowed.
         fine = tf.reduce_all(inv_rms > 0)
 
         if reduce.fuses:
+            # The casts are made in the branches: see `guarded_statistics`.
+            def output(inv_scale, inv):
+                x_hat = in_statistics_dtype(x) * inv_scale * inv
+                return tf.cast(reduce.affine(x_hat, gamma, beta), output_dtype)
+
             y, (inv_scale, inv) = guarded_statistics(
                 fine,
                 lambda: (tf.ones_like(inv_rms), inv_rms),
-                lambda: _scaled_statistics(x, reduce, epsilon),
-                lambda inv_scale, inv: reduce.affine(x * inv_scale * inv, gamma, beta),
+                lambda: _scaled_statistics(in_statistics_dtype(x), reduce, epsilon),
+                output,
             )
 
             def saved():
-                return x * inv_scale * inv, inv * inv_scale
+                return in_statistics_dtype(x) * inv_scale * inv, inv * inv_scale
 
         else:
+            wide = in_statistics_dtype(x)
 
             def careful_x_hat():
-                inv_scale, inv = _scaled_statistics(x, reduce, epsilon)
-                return x * inv_scale * inv, inv * inv_scale
+                inv_scale, inv = _scaled_statistics(wide, reduce, epsilon)
+                return wide * inv_scale * inv, inv * inv_scale
 
             y, saved = guarded(
-                fine, lambda: (x * inv_rms, inv_rms), careful_x_hat, reduce, gamma, beta
+                fine,
+                lambda: (wide * inv_rms, inv_rms),
+                careful_x_hat,
+                reduce,
+                gamma,
+                beta,
             )
+            y = tf.cast(y, output_dtype)
 
         def backward(dy):
             x_hat, inv = saved()
-            g, param_grads = reduce.affine_grad(dy, x_hat, gamma, beta)
-            return [reduce.scaled_grad(g, x_hat, inv)] + param_grads
+            g, param_grads = reduce.affine_grad(
+                tf.cast(dy, x_hat.dtype), x_hat, gamma, beta
+            )
+            dx = reduce.scaled_grad(g, x_hat, inv)
+            return [tf.cast(dx, x.dtype)] + param_grads
 
         return y, backward
 

@@ -5,8 +5,8 @@ How the passes over memory are best spent depends on where the formula
 runs, so each formula is written once against the primitives
 (`primitives`) and one implementation of them is picked per call:
 
-* CPU, float32, trailing axes (the usual case), in graph mode and under
-  XLA: "fused", `FusedRows`.
+* CPU, float32 statistics (float32 and half-precision inputs), trailing
+  axes (the usual case), in graph mode and under XLA: "fused", `FusedRows`.
 * CPU, float64 (trailing axes): "matvec", `MatvecReductions`.
 * GPU (float32 matmuls may run in TF32 there) and other axes: "reduce",
   plain `Reductions`.
@@ -39,6 +39,7 @@ import math
 
 from tfnorm._keras import tf
 from tfnorm.layers._ops.primitives import FusedRows, MatvecReductions, Reductions
+from tfnorm.layers.arguments import statistics_dtype
 
 #: Route override for tests: None (pick per call), "fused" (float32 only),
 #: "matvec" or "reduce".
@@ -87,7 +88,7 @@ def route(x, axes, rank):
         return ROUTE_OVERRIDE
     if not _trailing(axes, rank) or is_gpu_placement(x.device):
         return "reduce"
-    if x.dtype == tf.float32:
+    if statistics_dtype(x.dtype) == tf.float32:
         return "fused"
     return "matvec"
 
@@ -110,13 +111,13 @@ def primitives_for(x, gamma, beta, axes, rank):
     if chosen == "fused":
         primitives = FusedRows(features)
     else:
-        primitives = MatvecReductions(features, x.dtype)
+        primitives = MatvecReductions(features, statistics_dtype(x.dtype))
     return flat(x), flat(gamma), flat(beta), primitives, restore
 
 
-def normalize(kernel, x, gamma, beta, axes, epsilon):
-    """`kernel(x, gamma, beta, primitives, epsilon)` on the view this call's
-    route picks, reshaped back to `x`'s shape."""
+def normalize(kernel, x, gamma, beta, axes, epsilon, output_dtype):
+    """`kernel(x, gamma, beta, primitives, epsilon, output_dtype)` on the view
+    this call's route picks, reshaped back to `x`'s shape."""
     rank = x.shape.rank
     x2, gamma2, beta2, primitives, restore = primitives_for(x, gamma, beta, axes, rank)
-    return restore(kernel(x2, gamma2, beta2, primitives, epsilon))
+    return restore(kernel(x2, gamma2, beta2, primitives, epsilon, output_dtype))
