@@ -4,7 +4,7 @@ import math
 
 from tfnorm._keras import keras, register_serializable, tf
 from tfnorm.layers import _ops
-from tfnorm.layers.arguments import FLOAT32_NORMAL_RANGE, in_statistics_dtype
+from tfnorm.layers.arguments import FLOAT32_NORMAL_RANGE, statistics_dtype
 from tfnorm.layers.base_normalization import BaseNormalization
 from tfnorm.layers.registry import register_norm
 
@@ -99,9 +99,10 @@ class ScaleNorm(BaseNormalization):
         )
 
     def _normalize(self, inputs, positive):
-        x = in_statistics_dtype(inputs)
-        scale = tf.cast(tf.convert_to_tensor(self.g), x.dtype)
-        return _ops.scale_norm(x, scale, sorted(positive), self.epsilon)
+        scale = tf.cast(tf.convert_to_tensor(self.g), statistics_dtype(inputs.dtype))
+        return _ops.scale_norm(
+            inputs, scale, sorted(positive), self.epsilon, self.compute_dtype
+        )
 
     def _row_statistic(self, x, axes):
         return tf.sqrt(tf.reduce_sum(tf.square(x), axis=axes))

@@ -58,8 +58,16 @@ def test_under_xla_a_norm_takes_no_more_memory_than_keras_layer_norm(make):
     assert ours <= keras_peak + FULL_SIZE / 4, (ours / 2**20, keras_peak / 2**20)
 
 
-@pytest.mark.parametrize("make", [tfnorm.LayerNormalization, tfnorm.RMSNorm])
-def test_under_xla_a_mixed_bfloat16_cond_takes_and_makes_bfloat16(make):
+@pytest.mark.parametrize(
+    "make, view",
+    # LayerNorm and RMSNorm run on a [rows, features] view, ScaleNorm on x.
+    [
+        (tfnorm.LayerNormalization, "[32,16]"),
+        (tfnorm.RMSNorm, "[32,16]"),
+        (tfnorm.ScaleNorm, "[4,8,16]"),
+    ],
+)
+def test_under_xla_a_mixed_bfloat16_cond_takes_and_makes_bfloat16(make, view):
     layer = make(epsilon=1e-5, dtype="mixed_bfloat16")
     x = tf.random.stateless_normal((4, 8, 16), seed=[1, 2], dtype=tf.bfloat16)
     layer.build(x.shape)
@@ -70,15 +78,16 @@ def test_under_xla_a_mixed_bfloat16_cond_takes_and_makes_bfloat16(make):
 
     hlo = forward.experimental_get_compiler_ir(x)(stage="hlo")
     (cond,) = [line for line in hlo.splitlines() if " conditional(" in line]
-    # The [rows, features] view the formula runs on: 32 rows of 16.
     outputs, operands = cond.split(" conditional(")
-    assert "(bf16[32,16]" in outputs, cond
-    assert "bf16[32,16]" in operands, cond
-    assert "f32[32,16]" not in cond, cond
+    assert f"bf16{view}" in outputs, cond
+    assert f"bf16{view}" in operands, cond
+    assert f"f32{view}" not in cond, cond
 
 
-@pytest.mark.parametrize("offset", [0.5, 1e3])  # 1e3: the careful path
-@pytest.mark.parametrize("make", [tfnorm.LayerNormalization, tfnorm.RMSNorm])
+@pytest.mark.parametrize("offset", [0.5, 1e3])  # 1e3: LayerNorm's careful path
+@pytest.mark.parametrize(
+    "make", [tfnorm.LayerNormalization, tfnorm.RMSNorm, tfnorm.ScaleNorm]
+)
 def test_under_xla_a_mixed_bfloat16_norm_matches_graph_mode(make, offset):
     layer = make(epsilon=1e-5, dtype="mixed_bfloat16")
     x = tf.random.stateless_normal((4, 8, 64), seed=[5, 6]) * 3.0 + offset

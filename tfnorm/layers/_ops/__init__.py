@@ -1,10 +1,10 @@
 """The normalisation formulas as plain TensorFlow functions.
 
 Layers delegate their math here so tests can call the formulas directly.
-Statistics are computed in float32 (float64 for float64 inputs). LayerNorm
-and RMSNorm take inputs in their own dtype and return `output_dtype` (casts
-inside the formula fuse with its ops under XLA); the others take inputs
-already in the statistics dtype. `axes` are positive and sorted;
+Statistics are computed in float32 (float64 for float64 inputs). LayerNorm,
+RMSNorm and ScaleNorm take inputs in their own dtype and return
+`output_dtype` (casts inside the formula fuse with its ops under XLA);
+partial RMSNorm takes inputs already in the statistics dtype. `axes` are positive and sorted;
 `gamma`/`beta` are None or have the rank of `x` with size 1 outside `axes`,
 in the statistics dtype.
 
