@@ -24,8 +24,9 @@ class BaseNormalization(Layer):
     autocasting, ragged inputs normalised over their uniform inner dims, mask
     pass-through and the common config. Subclasses create their weights in
     `build` after calling `super().build` and implement
-    `_normalize(x, positive)`, `positive` being this call's dims in the order
-    of `axis`, and `_row_statistic(x, axes)`, the per-row quantity their
+    `_normalize(inputs, positive)`, `inputs` in their own dtype (the formula
+    casts them to `statistics_dtype`) and `positive` being this call's dims
+    in the order of `axis`, and `_row_statistic(x, axes)`, the per-row quantity their
     formula compares with `epsilon`, which monitoring reads through
     `row_statistic` (see `tfnorm.callbacks.NormHealthMonitor`).
 

@@ -4,9 +4,9 @@ Layers delegate their math here so tests can call the formulas directly.
 Statistics are computed in float32 (float64 for float64 inputs). LayerNorm,
 RMSNorm and ScaleNorm take inputs in their own dtype and return
 `output_dtype` (casts inside the formula fuse with its ops under XLA);
-partial RMSNorm takes inputs already in the statistics dtype. `axes` are positive and sorted;
-`gamma`/`beta` are None or have the rank of `x` with size 1 outside `axes`,
-in the statistics dtype.
+partial RMSNorm takes inputs already in the statistics dtype. `axes` are
+positive and sorted; `gamma`/`beta` are None or have the rank of `x` with
+size 1 outside `axes`, in the statistics dtype.
 
 One module per concern: `primitives` (the reductions and the affine the
 formulas are written against), `routes` (which primitives serve a call),
