@@ -119,11 +119,18 @@ def bench_device():
     return gpus[0].name if gpus else "/device:CPU:0"
 
 
+def short_device_name(device):
+    """ "CPU:0" for "/device:CPU:0": the form TensorFlow's memory statistics
+    take."""
+    spec = tf.DeviceSpec.from_string(device)
+    return f"{spec.device_type}:{spec.device_index or 0}"
+
+
 def describe_device(device):
     """(label, route): "CPU:0 (2 cores)" or "GPU:0 (<its name>)", and the
     route tfnorm's float32 norms take there (see `tfnorm/layers/_ops/routes.py`)."""
     spec = tf.DeviceSpec.from_string(device)
-    label = f"{spec.device_type}:{spec.device_index or 0}"
+    label = short_device_name(device)
     if spec.device_type == "GPU":
         physical = tf.config.list_physical_devices("GPU")[spec.device_index or 0]
         details = tf.config.experimental.get_device_details(physical)

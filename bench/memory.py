@@ -35,7 +35,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench.encoder import VARIANTS, training_step  # noqa: E402
-from bench.machine import Run  # noqa: E402
+from bench.machine import Run, short_device_name  # noqa: E402
 from tfnorm._keras import keras, tf  # noqa: E402
 
 NORMS = ("tfnorm", "keras-norm", "identity")
@@ -43,16 +43,14 @@ MODES = (("graph", False), ("XLA", True))
 MIB = 2.0**20
 
 
-def step_memory(name, position, jit_compile, device, samples):
+def step_memory(name, position, jit_compile, memory_device, samples):
     """The bytes each of `samples` training steps takes above what was
-    allocated before it."""
+    allocated before it, on `memory_device` ("CPU:0")."""
     make_model, mask_dtype = VARIANTS[name]
     keras.utils.set_random_seed(0)
     step = training_step(make_model(position), mask_dtype, jit_compile)
     for _ in range(2):
         float(step())
-    device_name = tf.DeviceSpec.from_string(device)
-    memory_device = f"{device_name.device_type}:{device_name.device_index or 0}"
     taken = []
     for _ in range(samples):
         gc.collect()
@@ -82,12 +80,13 @@ def main(argv=None):
     run = Run("allocator", require_idle=False)
     print(run.header(), flush=True)
     rows, raw = [], []
+    memory_device = short_device_name(run.device)
     with tf.device(run.device):
         for position in args.positions.split(","):
             for mode, jit_compile in MODES:
                 taken = {
                     name: step_memory(
-                        name, position, jit_compile, run.device, args.samples
+                        name, position, jit_compile, memory_device, args.samples
                     )
                     for name in NORMS
                 }
