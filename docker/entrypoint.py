@@ -31,8 +31,11 @@ to `TFNORM_USER`, following no symbolic link, then drops to that user for
 good; JupyterLab and sshd never run as root. A workspace folder the user
 cannot write is named in the log with its fix.
 
-Every setting is read and checked first: a bad one stops the entrypoint with a
-one-line error naming it, before anything is created or started. Every path is
+Every setting is read and checked first: a bad one (a value that is not
+UTF-8 text included) stops the entrypoint with a one-line error naming it,
+before anything is created or started. What depends on the user (the
+workspace it must open) or the machine (the programs to run, the sshd
+template) is checked before any service starts, again in one line. Every path is
 an environment variable, so the same code runs on a host in tests. The modules
 are in `tfnorm_entrypoint/` next to this file. Python 3.8 compatible (the 2.9
 image's Python); standard library only.
@@ -52,6 +55,7 @@ from tfnorm_entrypoint.accounts import (
 )
 from tfnorm_entrypoint.jupyter import start_jupyter
 from tfnorm_entrypoint.log import log
+from tfnorm_entrypoint.preflight import check_workspace, executable
 from tfnorm_entrypoint.settings import Settings
 from tfnorm_entrypoint.ssh import start_sshd
 from tfnorm_entrypoint.supervisor import supervise
@@ -71,6 +75,9 @@ def main(argv=None):
     env = child_environment(account_environment(os.environ))
     if argv and argv[0] != "lab":
         run_command(argv, env)
+    # Found now, not by JupyterLab's start after sshd's: one line, nothing started.
+    check_workspace(settings.workspace)
+    executable(settings.jupyter, "TFNORM_JUPYTER")
     os.makedirs(settings.runtime_dir, mode=0o700, exist_ok=True)
     return supervise(
         [

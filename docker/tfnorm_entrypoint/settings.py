@@ -7,7 +7,13 @@ checked against the exact grammar of what they may be (an IP address, with
 an IPv6 scope id of `[A-Za-z0-9_.-]` only, or an RFC 1123 host name; a port
 number; a path that is one word), so no value can add a line to a
 configuration file (`SSH_LISTEN_ADDRESS=$'fe80::1%lo\\nPasswordAuthentication
-yes'` is refused). `ssh.render_sshd_config` checks the rendered file too.
+yes'` is refused). `sshd_config.render_sshd_config` checks the rendered file too.
+
+Every value must be UTF-8 text: the environment is bytes, and a byte that is
+not UTF-8 (a path typed in a Latin-1 terminal) would otherwise pass these
+checks and fail later, when a file is written, as a traceback in a restart
+loop. `SSH_AUTHORIZED_KEYS` is read line by line instead (`ssh.py` skips a
+line that is not text, naming it), and the token is never shown.
 """
 
 from __future__ import annotations
@@ -39,13 +45,21 @@ SCOPE_ID = re.compile(r"[A-Za-z0-9_.-]+")
 CONFIG_WORD = re.compile(r"[^\x00-\x20\x7f\"'\\=#]+")
 # Entries of TFNORM_SSH_ENV: a variable name, or a prefix ending in "*".
 VARIABLE_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\*?")
+# A character that starts a new line or rewrites one on a terminal: C0 and C1
+# controls, DEL, and Unicode's line and paragraph separators. The public URL
+# is printed on the line that carries the token, so none may be in it.
+CONTROL_CHARACTER = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+# Settings whose value is shown in no message.
+SECRET_SETTINGS = ("JUPYTER_TOKEN",)
 
 
 class Settings:
     """Where things live and how services listen, read from the environment."""
 
     def __init__(self, environ):
-        get = environ.get
+        def get(name, default):
+            return utf8_text(environ.get(name, default), name)
+
         self.user = get("TFNORM_USER", "tfnorm")
         self.workspace = get("TFNORM_WORKSPACE", "/workspace")
         # Bind mounts of the host's folders (docker-compose.yml).
@@ -62,7 +76,7 @@ class Settings:
         self.authorized_keys_file = get(
             "TFNORM_AUTHORIZED_KEYS_FILE", "/etc/tfnorm/authorized_keys"
         )
-        self.authorized_keys_env = get("SSH_AUTHORIZED_KEYS", "")
+        self.authorized_keys_env = environ.get("SSH_AUTHORIZED_KEYS", "")
         self.sshd = get("TFNORM_SSHD", "/usr/sbin/sshd")
         self.ssh_keygen = get("TFNORM_SSH_KEYGEN", "ssh-keygen")
         self.sshd_template = get(
@@ -79,8 +93,9 @@ class Settings:
         self.jupyter_ip = _address(get("JUPYTER_IP", "0.0.0.0"), "JUPYTER_IP")
         self.jupyter_port = _port(get("JUPYTER_PORT", "8888"), "JUPYTER_PORT")
         self.jupyter_token = get("JUPYTER_TOKEN", "")
-        self.public_url = get(
-            "TFNORM_PUBLIC_URL", f"http://127.0.0.1:{self.jupyter_port}"
+        self.public_url = _printable(
+            get("TFNORM_PUBLIC_URL", f"http://127.0.0.1:{self.jupyter_port}"),
+            "TFNORM_PUBLIC_URL",
         ).rstrip("/")
         self.stop_timeout = _positive_seconds(
             get("TFNORM_STOP_TIMEOUT", "60"), "TFNORM_STOP_TIMEOUT"
@@ -101,6 +116,37 @@ class Settings:
     @property
     def jupyter_config(self):
         return os.path.join(self.runtime_dir, "jupyter_token_config.json")
+
+
+def utf8_text(value, name):
+    """`value` if it is UTF-8 text (what the environment's bytes decode to)."""
+    if is_utf8(value):
+        return value
+    shown = (
+        "(not shown: it is a secret)"
+        if name in SECRET_SETTINGS
+        else f"Received: {os.fsencode(value)!r}"
+    )
+    raise SystemExit(f"{name} must be UTF-8 text; it has other bytes. {shown}")
+
+
+def is_utf8(value):
+    """Whether `value` came from UTF-8 bytes: Python decodes the environment
+    with surrogate escapes, which strict UTF-8 encoding refuses."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _printable(value, name):
+    if CONTROL_CHARACTER.search(value):
+        raise SystemExit(
+            f"{name} must have no new line or other control character (it is "
+            f"printed in the log, on the line with the token). Received: {value!r}"
+        )
+    return value
 
 
 def config_word(value, name):

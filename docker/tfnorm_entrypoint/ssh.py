@@ -13,13 +13,14 @@ from __future__ import annotations
 import os
 import re
 import shlex
-import string
 import subprocess
 
 from tfnorm_entrypoint.accounts import current_account
 from tfnorm_entrypoint.files import prepare_directory, set_file_mode, write_private
 from tfnorm_entrypoint.log import log
-from tfnorm_entrypoint.settings import ENTRYPOINT_ONLY, config_word
+from tfnorm_entrypoint.preflight import executable
+from tfnorm_entrypoint.settings import ENTRYPOINT_ONLY, is_utf8
+from tfnorm_entrypoint.sshd_config import read_sshd_template, render_sshd_config
 
 # Environment variables passed on to SSH sessions (exact names or prefixes
 # ending in "*"), unless their name looks like a secret.
@@ -57,6 +58,9 @@ def start_sshd(settings, env):
     if not keys:
         log(_ssh_disabled_message(settings, rejected))
         return None
+    # What sshd needs is checked before anything is written for it.
+    sshd = executable(settings.sshd, "TFNORM_SSHD")
+    read_sshd_template(settings.sshd_template)
     installed = install_authorized_keys(keys, env["HOME"])
     log(f"installed {len(keys)} authorized key(s) into {installed}")
     host_keys = ensure_host_keys(settings)
@@ -66,7 +70,7 @@ def start_sshd(settings, env):
         settings.sshd_config, render_sshd_config(settings, host_keys, session_env)
     )
     check = subprocess.run(
-        [settings.sshd, "-t", "-f", settings.sshd_config],
+        [sshd, "-t", "-f", settings.sshd_config],
         capture_output=True,
         text=True,
     )
@@ -77,7 +81,7 @@ def start_sshd(settings, env):
         f"{current_account().pw_name}"
     )
     return subprocess.Popen(
-        [settings.sshd, "-D", "-e", "-f", settings.sshd_config],
+        [sshd, "-D", "-e", "-f", settings.sshd_config],
         env=env,
         start_new_session=True,
     )
@@ -112,10 +116,15 @@ def read_authorized_keys(settings):
     """
     keys = []
     rejected = 0
-    for source, number, line in _key_lines(settings):
+    lines = list(_key_lines(settings))
+    ssh_keygen = executable(settings.ssh_keygen, "TFNORM_SSH_KEYGEN") if lines else ""
+    for source, number, line in lines:
         if line in keys:
             continue
-        if _is_public_key(settings.ssh_keygen, line):
+        if not is_utf8(line):
+            rejected += 1
+            log(f"{source} line {number} is not UTF-8 text; skipped")
+        elif _is_public_key(ssh_keygen, line):
             keys.append(line)
         else:
             rejected += 1
@@ -272,6 +281,11 @@ def session_environment(environ, extra_names=()):
             if matched:
                 if not VARIABLE_NAME.fullmatch(name):
                     log(f"not passing {name!r} to SSH sessions: not a variable name")
+                elif not is_utf8(value):
+                    log(
+                        f"not passing {name} to SSH sessions: its value is not "
+                        "UTF-8 text"
+                    )
                 elif not SETENV_VALUE.fullmatch(value):
                     log(
                         f"not passing {name} to SSH sessions: its value has quotes, "
@@ -281,95 +295,6 @@ def session_environment(environ, extra_names=()):
                     selected[name] = value
                 break
     return selected
-
-
-# Lines the rendered sshd_config must hold exactly once, whatever the template:
-# key-only login for the one user.
-REQUIRED_SSHD_LINES = (
-    "PubkeyAuthentication yes",
-    "PasswordAuthentication no",
-    "PermitEmptyPasswords no",
-    "KbdInteractiveAuthentication no",
-    "ChallengeResponseAuthentication no",
-    "PermitRootLogin no",
-    "PermitUserEnvironment no",
-)
-# Placeholders that fill a whole line of the template (or several, or none).
-_LINE_PLACEHOLDERS = ("${host_key_lines}", "${setenv_line}")
-
-
-def render_sshd_config(settings, host_keys, session_env):
-    """The sshd_config text, checked line by line (see `check_sshd_config`)."""
-    with open(settings.sshd_template, encoding="utf-8") as handle:
-        template_text = handle.read()
-    setenv_line = (
-        "SetEnv " + " ".join(f'"{name}={value}"' for name, value in session_env.items())
-        if session_env
-        else ""
-    )
-    rendered = string.Template(template_text).substitute(
-        port=settings.ssh_port,
-        listen_address=settings.ssh_listen_address,
-        host_key_lines="\n".join(f"HostKey {path}" for path in host_keys),
-        pid_file=settings.sshd_pid_file,
-        user=config_word(current_account().pw_name, "the user's name"),
-        setenv_line=setenv_line,
-    )
-    check_sshd_config(rendered, template_text, settings, host_keys, setenv_line)
-    return rendered
-
-
-def check_sshd_config(rendered, template_text, settings, host_keys, setenv_line):
-    """Stops the entrypoint unless `rendered` has exactly the expected lines.
-
-    The settings are checked when read; this is the second line of defence
-    against a value (or a template) that adds a line: the line count is the
-    template's (its host-key line counted once per key), each line keeps the
-    template line's keyword, there is one `ListenAddress` (the setting's) and
-    every `REQUIRED_SSHD_LINES` line is there exactly once.
-    """
-    problem = _sshd_config_problem(
-        rendered, template_text, settings, host_keys, setenv_line
-    )
-    if problem:
-        raise SystemExit(
-            f"refusing to start sshd: the rendered sshd_config {problem} (a "
-            "setting or TFNORM_SSHD_TEMPLATE adds or changes a line)"
-        )
-
-
-def _sshd_config_problem(rendered, template_text, settings, host_keys, setenv_line):
-    if re.search(r"[\x00-\x08\x0b-\x1f\x7f]", rendered):
-        return "holds a control character"
-    lines = rendered.split("\n")
-    expected = []  # the keyword each line must start with ("" for any comment)
-    for line in template_text.split("\n"):
-        if line.strip() == "${host_key_lines}":
-            expected += ["HostKey"] * len(host_keys)
-        elif line.strip() == "${setenv_line}":
-            expected.append("SetEnv" if setenv_line else "")
-        else:
-            expected.append(_keyword(line))
-    if len(lines) != len(expected):
-        return f"has {len(lines)} lines where the template gives {len(expected)}"
-    for number, (line, keyword) in enumerate(zip(lines, expected), start=1):
-        if _keyword(line) != keyword:
-            return f"line {number} starts with {_keyword(line)!r}, not {keyword!r}"
-    listen = [line for line in lines if _keyword(line).lower() == "listenaddress"]
-    if listen != [f"ListenAddress {settings.ssh_listen_address}"]:
-        return f"has {len(listen)} ListenAddress line(s) other than the setting's"
-    for required in REQUIRED_SSHD_LINES:
-        word = required.split()[0].lower()
-        same_keyword = [line for line in lines if _keyword(line).lower() == word]
-        if same_keyword != [required]:
-            return f"does not have exactly one {required!r} line"
-    return None
-
-
-def _keyword(line):
-    """The directive a sshd_config line sets ("" for blank and comment lines)."""
-    words = line.replace("=", " ").split()
-    return "" if not words or words[0].startswith("#") else words[0]
 
 
 def write_session_env_script(path, session_env):

@@ -46,8 +46,10 @@ def supervise(services, stop_timeout):
                     return process.returncode or 1
             time.sleep(POLL_SECONDS)
     except BaseException:
-        # A failed start must not leave sshd or JupyterLab running unsupervised.
-        stop_everything(list(running.values()), stop_timeout)
+        # A failed start must not leave sshd or JupyterLab running unsupervised
+        # (when none has started, the error is the one line to show).
+        if running:
+            stop_everything(list(running.values()), stop_timeout)
         raise
     log(f"received signal {stop_requested[0]}; stopping")
     clean = stop_everything(list(running.values()), stop_timeout)

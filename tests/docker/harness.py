@@ -31,6 +31,8 @@ ENTRYPOINT = os.path.join(REPO, "docker", "entrypoint.py")
 SSHD = "/usr/sbin/sshd"
 # Stands in for CUDA's library path, to see it reach SSH sessions.
 FAKE_LD_LIBRARY_PATH = "/usr/local/cuda/lib64:/usr/local/nvidia/lib64"
+# A passed-through variable whose value is not UTF-8 text.
+NOT_UTF8_TF_VARIABLE = "TF_NOT_UTF8_VALUE"
 
 
 def find_tool(name):
@@ -195,6 +197,10 @@ class Entrypoint:
             "JUPYTER_PORT": str(self.jupyter_port),
             "JUPYTER_TOKEN": token,
             "TFNORM_STOP_TIMEOUT": "20",
+            # Bytes that are not UTF-8 (a Latin-1 "é"), as a user's shell may
+            # pass them: each skipped with a log line, never a traceback.
+            NOT_UTF8_TF_VARIABLE: "caf\udce9",
+            "SSH_AUTHORIZED_KEYS": "ssh-ed25519 caf\udce9",
         }
         if as_user:
             self.env.update(HOME=user.home, USER=user.name)

@@ -35,6 +35,20 @@ BAD_SETTINGS = [
     ("TFNORM_SSH_HOST_KEY_DIR", "/var/lib/host keys"),
     ("TFNORM_SSH_HOST_KEY_DIR", '/keys"'),
     ("TFNORM_SSH_ENV", "MY_VAR BAD-NAME"),
+    # Bytes that are not UTF-8 (here 0xff and a Latin-1 "é", 0xe9), which
+    # Python reads as surrogate escapes: refused, never a traceback later.
+    ("TFNORM_RUNTIME_DIR", "/run/tfnorm\udcff"),
+    ("TFNORM_SSH_HOST_KEY_DIR", "/var/lib/caf\udce9"),
+    ("TFNORM_WORKSPACE", "/workspace/caf\udce9"),
+    ("TFNORM_JUPYTER", "jupyter\udcff"),
+    ("JUPYTER_TOKEN", "a-secret-token-\udcff"),
+    # Printed on the line with the token: a new line would forge another
+    # token line in the log, which `grep token=` would then show.
+    ("TFNORM_PUBLIC_URL", "http://lab\n[tfnorm-entrypoint] open http://x/lab?token=1"),
+    ("TFNORM_PUBLIC_URL", "http://lab\r    open http://x/lab?token=1"),
+    ("TFNORM_PUBLIC_URL", "http://lab\x1b[2K"),
+    ("TFNORM_PUBLIC_URL", "http://lab\u2028open http://x/lab?token=1"),
+    ("TFNORM_PUBLIC_URL", "http://lab\x85x"),
 ]
 
 
@@ -73,8 +87,20 @@ def test_a_bad_setting_is_one_line_naming_it_and_nothing_starts(name, value, tmp
     )
     assert result.returncode != 0
     assert len(result.stderr.splitlines()) == 1, result.stderr
-    assert name in result.stderr and f"Received: {value!r}" in result.stderr
+    assert name in result.stderr and shown(name, value) in result.stderr
     assert sorted(os.listdir(tmp_path)) == ["service.sh"]
+
+
+def shown(name, value):
+    """How the one line shows `value`: as the bytes given when they are not
+    UTF-8 text, and not at all for the token."""
+    if name == "JUPYTER_TOKEN":
+        return "(not shown: it is a secret)"
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return f"Received: {os.fsencode(value)!r}"
+    return f"Received: {value!r}"
 
 
 def test_addresses_and_timeouts_users_give_are_accepted():

@@ -1,4 +1,4 @@
-"""docker/tfnorm_entrypoint/ssh.py: keys, host keys, sshd_config, and a real
+"""docker/tfnorm_entrypoint/ssh.py: keys, host keys, the session env, and a real
 OpenSSH client logging in to the entrypoint's sshd."""
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from tfnorm_entrypoint.settings import Settings
 from tfnorm_entrypoint.ssh import (
     ensure_host_keys,
     read_authorized_keys,
-    render_sshd_config,
     session_environment,
     start_sshd,
 )
@@ -73,60 +72,17 @@ def test_session_environment_keeps_tf_and_cuda_settings_and_drops_secrets():
     }
 
 
-HOST_KEYS = ["/keys/ssh_host_ed25519_key", "/keys/ssh_host_ecdsa_key"]
-
-
-@pytest.mark.parametrize("session_env", [{}, {"TF_X": "1", "PATH": "/bin"}])
-def test_the_rendered_sshd_config_has_exactly_the_templates_lines(session_env):
-    settings = Settings({"SSH_LISTEN_ADDRESS": "fe80::1%lo"})
-    lines = render_sshd_config(settings, HOST_KEYS, session_env).splitlines()
-    with open(settings.sshd_template) as handle:
-        template = handle.read().splitlines()
-    assert len(lines) == len(template) - 1 + len(HOST_KEYS)
-    assert [line for line in lines if line.startswith("ListenAddress")] == [
-        "ListenAddress fe80::1%lo"
+def test_a_passed_through_value_that_is_not_utf8_is_skipped_in_one_line(capsys):
+    # Bytes 0xe9 and 0xff from a Latin-1 shell, as Python reads the environment.
+    environ = {"TF_LATIN1": "caf\udce9", "CUDA_X": "\udcff", "TF_OK": "1"}
+    assert session_environment(environ) == {"TF_OK": "1"}
+    log = capsys.readouterr().err.splitlines()
+    assert log == [
+        "[tfnorm-entrypoint] not passing CUDA_X to SSH sessions: its value is not "
+        "UTF-8 text",
+        "[tfnorm-entrypoint] not passing TF_LATIN1 to SSH sessions: its value is "
+        "not UTF-8 text",
     ]
-    assert "PasswordAuthentication no" in lines
-
-
-# Values that got past the settings' checks (or a changed template) must
-# still never reach sshd: the rendered file is checked line by line.
-INJECTED = [
-    ("ssh_listen_address", "fe80::1%lo\nListenAddress 0.0.0.0\nPasswordAuthentication yes"),
-    ("ssh_listen_address", "0.0.0.0\nPasswordAuthentication yes"),
-    ("ssh_listen_address", "0.0.0.0\rPasswordAuthentication yes"),
-    ("ssh_port", "22\nPasswordAuthentication yes"),
-    ("sshd_pid_file_dir", "/run/x\nPermitRootLogin yes"),
-    ("host_keys", ["/k\nPasswordAuthentication yes"]),
-    ("session_env", {"TF_X": "1\nPasswordAuthentication yes"}),
-    ("template", "PasswordAuthentication yes\n"),
-    ("template_drop", "PasswordAuthentication no"),
-]  # fmt: skip
-
-
-@pytest.mark.parametrize("where, value", INJECTED)
-def test_a_rendered_sshd_config_with_other_lines_is_refused(where, value, tmp_path):
-    settings = Settings({})
-    host_keys, session_env = list(HOST_KEYS), {}
-    template = tmp_path / "sshd_config.template"
-    with open(settings.sshd_template) as handle:
-        text = handle.read()
-    if where == "template":
-        text += value
-    elif where == "template_drop":
-        text = text.replace(value + "\n", "")
-    template.write_text(text)
-    settings.sshd_template = str(template)
-    if where == "host_keys":
-        host_keys = value
-    elif where == "session_env":
-        session_env = value
-    elif where == "sshd_pid_file_dir":
-        settings.runtime_dir = value
-    elif where.startswith("ssh_"):
-        setattr(settings, where, value)
-    with pytest.raises(SystemExit, match="sshd_config"):
-        render_sshd_config(settings, host_keys, session_env)
 
 
 def test_authorized_keys_come_from_the_file_and_the_variable(public_keys, tmp_path):
@@ -175,6 +131,22 @@ def test_malformed_key_lines_are_named_by_line_number_and_skipped(
     assert "SSH_AUTHORIZED_KEYS line 1 is not a valid public key" in skipped[2]
     # What was pasted is not repeated in the log (it may be anything).
     assert "AAAAnot-a-key" not in log and "half a paste" not in log
+
+
+def test_a_key_line_that_is_not_utf8_is_named_and_skipped(public_keys, capsys):
+    one, _ = public_keys
+    settings = Settings(
+        {
+            "TFNORM_AUTHORIZED_KEYS_FILE": "/nonexistent",
+            "SSH_AUTHORIZED_KEYS": f"{one} caf\udce9\\n{one} me",
+        }
+    )
+    assert read_authorized_keys(settings) == ([f"{one} me"], 1)
+    log = capsys.readouterr().err
+    assert (
+        log
+        == "[tfnorm-entrypoint] SSH_AUTHORIZED_KEYS line 1 is not UTF-8 text; skipped\n"
+    )
 
 
 def test_a_mounted_file_that_is_not_text_is_ignored_with_a_reason(tmp_path, capsys):
