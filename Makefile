@@ -33,6 +33,8 @@ system-deps:
 # The suite's test files are shared out to TEST_WORKERS processes
 # (pytest-xdist; each file stays in one process, so module fixtures are built
 # once): most tests keep one core busy. TEST_WORKERS=0 runs it in-process.
+# With -q, tests/progress.py prints a line per test file (time since the start,
+# file k of n) between pytest's dots.
 TEST_WORKERS ?= 2
 test: venv
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)

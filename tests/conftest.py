@@ -24,6 +24,14 @@ tf.config.set_logical_device_configuration(
     [tf.config.LogicalDeviceConfiguration(), tf.config.LogicalDeviceConfiguration()],
 )
 
+# One line per test file in a quiet or distributed run (`make test`): where the
+# suite is, and since when.
+from tests.progress import (  # noqa: E402, F401
+    pytest_collection_finish,
+    pytest_configure,
+    pytest_runtest_logstart,
+    pytest_xdist_node_collection_finished,
+)
 from tfnorm import _keras  # noqa: E402
 
 RUNTIME = {"keras3": "keras3", "tf_keras": "legacy", "keras2": "tf29"}[_keras.FLAVOUR]
