@@ -17,15 +17,19 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sysconfig
 import zipfile
+from importlib import metadata
 
 import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 import tfnorm
-from tests.conftest import REPO
+from tests.conftest import REPO, RUNTIME
 from tests.test_docs import PYTHON_BLOCKS, README, code_blocks
 
 SHELL_LANGUAGES = ("sh", "bash", "shell")
@@ -136,3 +140,66 @@ def test_readme_install_lines_and_the_wheel_work_in_a_fresh_venv(tmp_path):
     # The console script is the wheel's, not an editable install's.
     script = (venv / "bin" / "tfnorm").read_text()
     assert script.startswith(f"#!{venv}/bin/python")
+
+
+def keras_hub_install_block():
+    """The README's shell block that installs keras-hub beside tfnorm."""
+    with open(README, encoding="utf-8") as handle:
+        blocks = code_blocks(handle.read())
+    found = [
+        block["code"]
+        for block in blocks
+        if block["language"] in SHELL_LANGUAGES
+        and "--no-deps keras-hub" in block["code"]
+    ]
+    assert len(found) == 1, found
+    return found[0]
+
+
+def read_constraints():
+    """tools/constraints.txt as {distribution name: specifier text}."""
+    constraints = {}
+    with open(os.path.join(REPO, "tools", "constraints.txt")) as handle:
+        for line in handle:
+            line = line.split("#")[0].strip()
+            if line:
+                requirement = Requirement(line)
+                constraints[canonicalize_name(requirement.name)] = requirement
+    return constraints
+
+
+def test_the_keras_hub_install_lines_take_the_tested_versions():
+    """`--no-deps keras-hub` skips keras-hub's own exact pins: only the
+    constraints file `make venv` uses keeps them, so each pip line takes it,
+    and the block ends with the check it must pass."""
+    code = keras_hub_install_block()
+    installs = [shlex.split(line.split("#")[0]) for line in code.splitlines()]
+    installs = [words for words in installs if words[:2] == ["pip", "install"]]
+    assert len(installs) == 2, code
+    for words in installs:
+        pairs = list(zip(words, words[1:]))
+        assert ("-c", "tools/constraints.txt") in pairs, words
+    assert code.strip().splitlines()[-1].startswith("python tools/pip_check.py")
+
+
+def test_the_constraints_keep_every_exact_pin_of_the_keras_hub_they_install():
+    """What `-c tools/constraints.txt` installs passes tools/pip_check.py:
+    the keras-hub it allows is this venv's, and each `==` that keras-hub
+    requires is in the file, as it is installed here."""
+    try:
+        hub_version = metadata.version("keras-hub")
+    except metadata.PackageNotFoundError:
+        pytest.skip(f"keras-hub is not installed in this runtime ({RUNTIME})")
+    constraints = read_constraints()
+    assert constraints["keras-hub"].specifier.contains(hub_version)
+    pinned = [
+        Requirement(text)
+        for text in metadata.requires("keras-hub") or []
+        if "==" in text and "extra ==" not in text
+    ]
+    assert pinned, "keras-hub pins nothing exactly any more: review this test"
+    for requirement in pinned:
+        name = canonicalize_name(requirement.name)
+        assert name in constraints, f"tools/constraints.txt lacks {requirement}"
+        assert str(constraints[name].specifier) == str(requirement.specifier)
+        assert requirement.specifier.contains(metadata.version(requirement.name))
