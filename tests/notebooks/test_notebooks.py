@@ -2,7 +2,9 @@
 
 Each notebook runs top to bottom in a fresh IPython kernel of this
 interpreter (`nbclient`) in a temporary working directory, so nothing it
-writes (logs, saved models) lands in the repository. A cell that raises
+writes (logs, saved models) lands in the repository; run where it is (in
+JupyterLab, whose working directory is the notebook's folder), each file it
+writes would be in `notebooks/`, so git must ignore it. A cell that raises
 fails the test with the cell's traceback. Execution, at the notebooks'
 defaults (about 4 minutes for the four), is part of the `slow` run
 (`make test-slow`, run by CI); the container check runs them again, smaller,
@@ -21,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import subprocess
 import sys
 
 import pytest
@@ -179,3 +182,31 @@ def test_notebook_executes(path, tmp_path):
     # The notebook wrote its files (logs, saved models) into the temporary
     # directory, not next to the committed notebooks.
     assert sorted(NOTEBOOK_DIR.iterdir()) == notebook_dir_before
+    # Run in JupyterLab, the notebook writes them in notebooks/ (in the
+    # container, the host's clone): git must ignore every one of them.
+    written = [
+        "notebooks/" + file.relative_to(tmp_path).as_posix()
+        for file in sorted(tmp_path.rglob("*"))
+        if file.is_file()
+    ]
+    not_ignored = sorted(set(written) - git_ignored(written))
+    assert not not_ignored, (
+        f"{path.name} leaves files in notebooks/ that git does not ignore: "
+        f"{not_ignored}"
+    )
+
+
+def git_ignored(paths):
+    """Those of `paths` (relative to the repository) that .gitignore covers."""
+    if not paths:
+        return set()
+    result = subprocess.run(
+        ["git", "check-ignore", "--no-index", "--stdin"],
+        cwd=REPO,
+        input="\n".join(paths) + "\n",
+        capture_output=True,
+        text=True,
+    )
+    # Exit status 1: none is ignored; 128: not a git checkout.
+    assert result.returncode in (0, 1), result.stderr
+    return set(result.stdout.split())
