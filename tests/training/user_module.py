@@ -163,3 +163,30 @@ def unsaveable_model():
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
     )
     return model
+
+
+@keras.utils.register_keras_serializable(package="tests")
+class Shift(layers.Layer):
+    """Adds `offset`, which its config forgets: it reloads as a shift by 0,
+    without an error, as a layer whose weights are not all saved does."""
+
+    def __init__(self, offset=0.0, **kwargs):
+        super().__init__(**kwargs)
+        self.offset = offset
+
+    def call(self, inputs):
+        return inputs + self.offset
+
+    def get_config(self):
+        return super().get_config()  # without `offset`
+
+
+def forgetful_model():
+    ids = keras.Input((LENGTH,), dtype="int32")
+    x = layers.GlobalAveragePooling1D()(layers.Embedding(VOCAB, WIDTH)(ids))
+    model = keras.Model(ids, Shift(3.0)(layers.Dense(2)(x)))
+    model.compile(
+        optimizer="adam",
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+    )
+    return model
