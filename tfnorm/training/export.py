@@ -29,7 +29,6 @@ import os
 import re
 import secrets
 import shutil
-from typing import Optional
 
 import numpy as np
 
@@ -62,7 +61,7 @@ class Export:
     kind: str
     path: str
     load: str
-    reason: Optional[str] = None
+    reason: str | None = None
 
     def to_dict(self):
         return dataclasses.asdict(self)
