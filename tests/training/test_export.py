@@ -116,17 +116,16 @@ def test_what_an_export_killed_midway_left_is_removed_by_the_next_run(tmp_path):
 def test_a_full_disk_during_the_export_leaves_no_temporary_file(tmp_path, monkeypatch):
     model = user_module.forgetful_model()
 
-    def full(*args, **kwargs):
-        with open(os.path.join(tmp_path, "model.tmp1.00000000.keras"), "w"):
+    def full(model, base, *args, **kwargs):
+        path = _keras.model_path(base, _keras.NATIVE_FORMAT)
+        if _keras.NATIVE_FORMAT == "tf":  # a SavedModel directory
+            os.makedirs(path)
+            path = os.path.join(path, "saved_model.pb")
+        with open(path, "w"):
             pass  # as far as the save got
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(_keras, "save_model", full)
-    monkeypatch.setattr(
-        export,
-        "_temporary_name",
-        lambda d, k="tmp": os.path.join(d, f"model.{k}1.00000000"),
-    )
     with pytest.raises(OSError, match="No space left"):
         export.export_model(model, str(tmp_path))
     assert os.listdir(tmp_path) == []
