@@ -25,6 +25,7 @@ other process is writing them).
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import os
 import re
 import secrets
@@ -56,12 +57,17 @@ class Export:
         path: the file or SavedModel directory written.
         load: one line of Python that loads it.
         reason: why the whole model is not the export (None for "model").
+        sha256: the SHA-256 of each file that goes with the export (the
+            model's file, `vocabulary.json`, `labels.json`), by its name
+            relative to the directory: `tfnorm predict` refuses a file of
+            another run in its place.
     """
 
     kind: str
     path: str
     load: str
     reason: str | None = None
+    sha256: dict = dataclasses.field(default_factory=dict)
 
     def to_dict(self):
         return dataclasses.asdict(self)
@@ -114,12 +120,39 @@ def export_model(model, directory, probe_inputs=None, rebuild=None):
         if reason is None:
             _move_into_place(temporary, final)
             _remove(weights)  # an earlier export's, now out of date
-            return Export("model", final, _load_model_line(final))
+            return Export(
+                "model", final, _load_model_line(final), sha256=fingerprints(final)
+            )
     finally:
         _remove(temporary)
     _save_weights(model, directory, weights)
     _remove(final)
-    return Export("weights", weights, _load_weights_line(rebuild, weights), reason)
+    load = _load_weights_line(rebuild, weights)
+    return Export("weights", weights, load, reason, fingerprints(weights))
+
+
+#: The files beside an export that belong to it, when a run writes them.
+COMPANIONS = ("vocabulary.json", "labels.json")
+
+
+def fingerprints(path):
+    """`{name: SHA-256}` of the export at `path` (a SavedModel directory by its
+    `saved_model.pb`) and of its `COMPANIONS`, names relative to its directory."""
+    directory = os.path.dirname(path)
+    names = [os.path.basename(path)]
+    if os.path.isdir(path):
+        names = [os.path.join(names[0], "saved_model.pb")]
+    names += [n for n in COMPANIONS if os.path.isfile(os.path.join(directory, n))]
+    return {name: file_sha256(os.path.join(directory, name)) for name in names}
+
+
+def file_sha256(path):
+    """Hex SHA-256 of a file's bytes, read in 1 MiB chunks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def reload_problem(model, path, probe_inputs=None):
