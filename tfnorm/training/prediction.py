@@ -51,17 +51,15 @@ def find_model(run_dir):
             f"{run_dir}: no such run directory (give the --logdir of a finished "
             f"tfnorm train run). Received: run_dir={run_dir!r}"
         )
+    misplaced = None
     for name in MODEL_NAMES:
         path = os.path.join(run_dir, name)
         if os.path.isdir(os.path.join(path, "variables")):
             _check_not_empty(os.path.join(path, "saved_model.pb"))
             return path
         if os.path.isdir(path) and name != "model":
-            raise PredictionError(
-                f"{path} is a directory, not a model file; the run's export "
-                "is a file of that name. Received: run_dir={run_dir!r}"
-            )
-        if os.path.isfile(path):
+            misplaced = misplaced or path
+        elif os.path.isfile(path):
             _check_not_empty(path)
             if name.endswith(".keras") and not zipfile.is_zipfile(path):
                 raise PredictionError(
@@ -70,6 +68,11 @@ def find_model(run_dir):
                     "command to export it again, or copy it again"
                 )
             return path
+    if misplaced:
+        raise PredictionError(
+            f"{misplaced} is a directory, not a model file: the run's export "
+            f"is a file of that name. Received: run_dir={run_dir!r}"
+        )
     raise PredictionError(
         f"{run_dir}: no exported model (model.keras, or the SavedModel directory "
         f"`model`){_why_no_model(run_dir)}. Received: run_dir={run_dir!r}"
@@ -179,7 +182,6 @@ class Predictor:
                 "trained on a text file (--data), synthetic-task runs take token "
                 f"ids, not text. Received: run_dir={self.run_dir!r}"
             )
-        _check_same_export(self.run_dir, summary)
         self.model = _load_model(self.model_path)
         self.max_len = int(self.model.inputs[0].shape[1])
         num_outputs = int(self.model.outputs[0].shape[-1])
@@ -191,6 +193,7 @@ class Predictor:
                 f"{len(self.label_names)} classes but the model has {num_outputs} "
                 "outputs; the files come from different runs."
             )
+        _check_same_export(self.run_dir, summary)
         from tfnorm.training.data.vocabulary import make_vectorizer
 
         self.vectorizer = make_vectorizer(self.max_len, vocabulary=list(vocabulary))
