@@ -98,14 +98,17 @@ def export_model(model, directory, probe_inputs=None, rebuild=None):
 
     Raises:
         OSError: a file could not be written (a full disk); no temporary
-            file is left. `UnsafeFileError` when the export's name is a
-            symbolic link.
+            file is left. `UnsafeFileError` when the SavedModel directory's
+            name (TF 2.9) is a symbolic link.
     """
     os.makedirs(directory, exist_ok=True)
     remove_leftovers(directory)
     final = _keras.model_path(os.path.join(directory, _BASE), _keras.NATIVE_FORMAT)
     weights = os.path.join(directory, WEIGHTS_FILE)
-    refuse_links([final, weights])
+    if os.path.basename(final) == _BASE:
+        # A SavedModel directory is moved into place, not renamed over a
+        # link; a file is renamed over one, which leaves its target alone.
+        refuse_links([final])
     temporary_base = _temporary_name(directory)
     temporary = _keras.model_path(temporary_base, _keras.NATIVE_FORMAT)
     try:
