@@ -425,6 +425,7 @@ def kill_during_export(logdir):
     return [n for n in seen if os.path.lexists(logdir / n)]
 
 
+@pytest.mark.slow
 def test_kill_9_during_the_export_leaves_no_temporary_file_after_the_rerun(tmp_path):
     for attempt in range(3):
         logdir = tmp_path / f"run{attempt}"
