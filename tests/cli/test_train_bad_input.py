@@ -519,3 +519,34 @@ def test_an_unreadable_file_is_one_line_exit_2(tmp_path, capsys, monkeypatch, wh
         "vocabulary": r"--checkpoint-dir .*vocabulary\.json cannot be read",
     }[which]
     assert_one_line_error(status, error, expected)
+
+
+# A resumed text run's saved vocabulary (checkpoints/vocabulary.json), damaged:
+# exit 2 naming the checkpoint directory, before anything is restored.
+RESUME_VOCABULARY_CASES = [
+    ("vocabulary []", "[]", r"--checkpoint-dir .*vocabulary\.json cannot be read: it holds no tokens"),
+    ("vocabulary repeats a token", '["the", "cat", "the"]', r"--checkpoint-dir .*token 2 'the' repeats token 0"),
+    ("vocabulary has an empty token", '["the", "", "cat"]', r"--checkpoint-dir .*token 1 is ''"),
+    ("vocabulary has [UNK]", '["[UNK]", "the"]', r"--checkpoint-dir .*token 0 is '\[UNK\]'"),
+    ("vocabulary of numbers", "[1, 2]", r"--checkpoint-dir .*not a JSON list of tokens"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [pytest.param(t, e, id=name) for name, t, e in RESUME_VOCABULARY_CASES],
+)
+def test_a_damaged_saved_vocabulary_stops_the_resume_in_one_line(
+    tmp_path, capsys, text, expected
+):
+    data = write(tmp_path, TEXTS, "train.csv")
+    argv = [*TINY, "--data", str(data), "--logdir", str(tmp_path / "run")]
+    arguments = lambda tmp_path: argv  # noqa: E731
+    status, error = run_train(tmp_path, capsys, arguments)
+    assert status == 0, error
+    saved = tmp_path / "run" / "checkpoints" / "vocabulary.json"
+    saved.write_text(text)
+    before = snapshot(tmp_path / "run" / "checkpoints")
+    status, error = run_train(tmp_path, capsys, arguments)
+    assert_one_line_error(status, error, expected)
+    assert snapshot(tmp_path / "run" / "checkpoints") == before

@@ -395,3 +395,47 @@ def test_kill_9_of_a_users_subclassed_model_on_tf_data_resumes_exactly(tmp_path)
     table = kill_9_trials(tmp_path, 4, model_flags=USER_MODEL_FLAGS)
     assert table["survived"] == table["tried"] == 4
     assert table["data_lost"] == 0 and table["during_write"] >= 1
+
+
+# ------------------------------------------------------- kill -9 in the export
+
+# A 20000-word embedding makes the export take long enough to be caught.
+EXPORT_FLAGS = [
+    "--task", "sorted", "--num-examples", "32", "--max-len", "6", "--vocab-size", "20000",
+    "--num-layers", "1", "--d-model", "128", "--num-heads", "2", "--dff", "128",
+    "--batch-size", "16", "--epochs", "1", "--histogram-every", "0",
+]  # fmt: skip
+
+
+def kill_during_export(logdir):
+    """Starts a run and kills it -9 once its export's temporary name appears;
+    returns the leftovers it saw (empty when the export was missed)."""
+    process = start(logdir, model_flags=EXPORT_FLAGS)
+    seen = []
+    try:
+        deadline = time.time() + 240
+        while time.time() < deadline and process.poll() is None and not seen:
+            seen = [n for n in os.listdir(logdir) if n.startswith("model.tmp")]
+            time.sleep(0.0005)
+        process.kill()
+        process.wait(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    return [n for n in seen if os.path.lexists(logdir / n)]
+
+
+@pytest.mark.slow
+def test_kill_9_during_the_export_leaves_no_temporary_file_after_the_rerun(tmp_path):
+    for attempt in range(3):
+        logdir = tmp_path / f"run{attempt}"
+        left = kill_during_export(logdir)
+        if left:
+            break
+    assert left, "the export was never caught under way in 3 runs"
+    rerun = run_to_end(logdir, model_flags=EXPORT_FLAGS)
+    assert rerun.returncode == 0, rerun.stdout[-2000:] + rerun.stderr[-2000:]
+    names = sorted(n for n in os.listdir(logdir) if n.startswith("model"))
+    summary = json.loads(read(logdir / "summary.json"))
+    assert names == [os.path.basename(summary["model_path"])], (left, names)
+    assert summary["export"]["kind"] == "model"

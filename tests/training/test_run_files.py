@@ -218,7 +218,7 @@ def test_the_export_replaces_a_link_planted_during_the_run(tmp_path):
     os.symlink(secret, path)
     inputs = _keras.keras.Input((3,))
     model = _keras.keras.Model(inputs, _keras.keras.layers.Dense(2)(inputs))
-    assert run_files.export_model(model, str(tmp_path)) == path
+    assert run_files.export_model(model, str(tmp_path)).path == path
     assert secret.read_text() == "mine\n" and not os.path.islink(path)
     assert sorted(os.listdir(tmp_path)) == sorted(["notes.txt", os.path.basename(path)])
     _keras.keras.models.load_model(path)

@@ -163,3 +163,34 @@ def unsaveable_model():
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
     )
     return model
+
+
+class Shift(layers.Layer):
+    """Adds `offset`, which its config forgets: it reloads as a shift by 0,
+    without an error, as a layer whose weights are not all saved does."""
+
+    def __init__(self, offset=0.0, **kwargs):
+        super().__init__(**kwargs)
+        self.offset = offset
+
+    def call(self, inputs):
+        return inputs + self.offset
+
+    def get_config(self):
+        return super().get_config()  # without `offset`
+
+
+# Registered by name (Keras 2.9 refuses a second `register_keras_serializable`
+# of the class when this file is loaded again by path).
+keras.utils.get_custom_objects()["Shift"] = Shift
+
+
+def forgetful_model():
+    ids = keras.Input((LENGTH,), dtype="int32")
+    x = layers.GlobalAveragePooling1D()(layers.Embedding(VOCAB, WIDTH)(ids))
+    model = keras.Model(ids, Shift(3.0)(layers.Dense(2)(x)))
+    model.compile(
+        optimizer="adam",
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+    )
+    return model

@@ -3,14 +3,18 @@
 A thin layer over `tfnorm.training.prediction.Predictor`. Building the
 parser imports no TensorFlow; the model is loaded when the command runs.
 
-Exit statuses: 0 printed every prediction, 2 bad arguments, no export in
-RUN_DIR or an unreadable file (one line on stderr, nothing printed).
+Exit statuses: 0 printed every prediction; 2 bad arguments, no usable
+export in RUN_DIR (missing, damaged, of another run, or a run of the user's
+own model) or an unreadable file (one line on stderr, nothing printed); 74
+(EX_IOERR) the predictions could not all be written (stdout closed, a closed
+pipe, a full disk; one line on stderr says how many were).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 EPILOG = """\
@@ -26,8 +30,20 @@ text, separated by tabs. With --json: one JSON object per line with `text`,
 
 RUN_DIR is the --logdir of a finished `tfnorm train --data ...` run: it holds
 the exported model (model.keras, or the SavedModel directory `model` on
-TensorFlow 2.9), vocabulary.json and labels.json.
+TensorFlow 2.9), vocabulary.json and labels.json. A run of your own model
+(--model-fn) is loaded in Python instead: its summary.json says how.
+
+exit status: 0 every prediction printed; 2 bad arguments, or RUN_DIR has no
+usable export (missing, damaged, another run's files), or a --file that
+cannot be read (at most 32 MiB); 74 the output could not be written (stdout
+closed, a closed pipe, a full disk).
 """
+
+#: Bytes of text `--file` (or stdin) may give: read no further.
+MAX_TEXT_BYTES = 32 << 20
+
+#: The exit status when the predictions cannot all be written (EX_IOERR).
+OUTPUT_FAILED = 74
 
 
 def add_parser(subparsers):
@@ -83,16 +99,23 @@ def read_lines(path):
     Raises:
         ValueError: the file cannot be read or is not UTF-8; says which line.
     """
-    if path == "-":
-        return [line.rstrip("\r\n") for line in sys.stdin if line.strip()]
     try:
-        with open(path, "rb") as handle:
-            raw = handle.read()
-    except OSError as error:
+        if path == "-":
+            raw = sys.stdin.buffer.read(MAX_TEXT_BYTES + 1)
+        else:
+            with open(path, "rb") as handle:
+                raw = handle.read(MAX_TEXT_BYTES + 1)
+    except (OSError, AttributeError) as error:  # AttributeError: stdin closed
+        reason = getattr(error, "strerror", None) or "it is closed"
         raise ValueError(
-            f"--file {path}: cannot be read ({error.strerror or error}). "
-            f"Received: --file={path!r}"
+            f"--file {path}: cannot be read ({reason}). Received: --file={path!r}"
         ) from None
+    if len(raw) > MAX_TEXT_BYTES:
+        raise ValueError(
+            f"--file {path}: more than {MAX_TEXT_BYTES >> 20} MiB of text (a "
+            "device or an endless stream?); split it into smaller files. "
+            f"Received: --file={path!r}"
+        )
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as error:
@@ -113,6 +136,8 @@ def format_line(result):
 
 
 def run(args):
+    if sys.stdout is None:  # started with stdout closed (`>&-`)
+        return _fail_output("stdout is closed", 0, None)
     texts = list(args.texts)
     if args.file:
         try:
@@ -131,10 +156,44 @@ def run(args):
         predictor = Predictor(args.run_dir)
     except PredictionError as error:
         return _fail(error)
-    for result in predictor.predict(texts, batch_size=args.batch_size):
-        if args.json:
-            print(json.dumps(result, ensure_ascii=False))
-        else:
-            print(format_line(result))
-    sys.stdout.flush()
+    results = predictor.predict(texts, batch_size=args.batch_size)
+    return write_results(results, args.json)
+
+
+def write_results(results, as_json):
+    """Prints one line per result; a stdout that stops taking them ends the
+    command with one line on stderr and `OUTPUT_FAILED`."""
+    written = 0
+    try:
+        for result in results:
+            line = (
+                json.dumps(result, ensure_ascii=False)
+                if as_json
+                else format_line(result)
+            )
+            sys.stdout.write(line + "\n")
+            written += 1
+        sys.stdout.flush()
+    except (OSError, ValueError) as error:  # ValueError: a closed file
+        reason = getattr(error, "strerror", None) or str(error)
+        return _fail_output(
+            f"stdout stopped taking output ({reason})", written, len(results)
+        )
     return 0
+
+
+def _fail_output(reason, written, total):
+    """One line on stderr; stdout pointed at /dev/null, so that Python's own
+    flush at exit finds nothing left to complain about."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.close(devnull)
+    except OSError:
+        pass
+    if total is None:
+        said = "nothing was classified"
+    else:
+        said = f"stopped after {written} of {total} predictions"
+    _fail(f"{reason}; {said}")
+    return OUTPUT_FAILED

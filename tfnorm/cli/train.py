@@ -53,8 +53,10 @@ progress line at the start says how many texts --max-len cuts and which
 outputs: progress lines on stdout and in --log-file; TensorBoard logs
 (train/, validation/, norms/) and summary.json in --logdir; checkpoints in
 --checkpoint-dir; the final model in --logdir (model.keras, or the SavedModel
-directory `model` on TensorFlow 2.9), with vocabulary.json and labels.json
-for `tfnorm predict RUN_DIR TEXT...`. Rerunning the same command resumes
+directory `model` on TensorFlow 2.9), checked by loading it back, with
+vocabulary.json and labels.json for `tfnorm predict RUN_DIR TEXT...`. A model
+that does not load back the same is exported as model.weights.h5 with the
+line of Python that loads it (summary.json: export). Rerunning the same command resumes
 from the last checkpoint.
 
 exit status: 0 finished; 2 bad flag, config or data, or the checkpoint

@@ -15,7 +15,7 @@ Each one provides, in the order a run needs them:
 * `step_fn(training)`: the function `run_loop` calls once per step;
 * `probe_batch`: a batch of inputs for the norm probes (NaN guard,
   histograms); `evaluate_fn(training)`: validation metrics, or None;
-* `export(model, directory)`: the final model's path.
+* `export(model, directory)`: the final model's `export.Export`.
 
 This one trains `build_classifier` on a synthetic task or a text file.
 """
@@ -130,4 +130,18 @@ class ClassifierWorkload:
         return lambda: steps.evaluate(eval_step, self.val_set, self.config.batch_size)
 
     def export(self, model, directory):
-        return run_files.export_model(model, directory)
+        return run_files.export_model(
+            model, directory, self.probe_batch, rebuild=self._rebuild_line()
+        )
+
+    def _rebuild_line(self):
+        """Python building this run's classifier again (for its weights)."""
+        config = self.config
+        settings = ("num_layers", "d_model", "num_heads", "dff", "norm")
+        settings += ("norm_position", "pooling", "dropout_rate", "epsilon")
+        arguments = ", ".join(f"{k}={getattr(config, k)!r}" for k in settings)
+        return (
+            "import tfnorm; model = tfnorm.models.build_classifier("
+            f"{self.train_set.vocab_size}, {config.max_len}, "
+            f"{self.train_set.num_classes}, {arguments})"
+        )

@@ -26,7 +26,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 import re
 
 import numpy as np
@@ -247,21 +246,12 @@ class OwnModelWorkload:
         return evaluate
 
     def export(self, model, directory):
-        """The saved model, or its weights when the model cannot be saved whole
-        (a subclassed model without `get_config`, say)."""
-        try:
-            return run_files.export_model(model, directory)
-        except OSError:
-            raise
-        except Exception as error:  # the user's classes decide what saves
-            path = os.path.join(directory, "model.weights.h5")
-            model.save_weights(path)
-            self.log.line(
-                f"the model cannot be saved whole ({type(error).__name__}: "
-                f"{' '.join(str(error).split())[:200]}); saved its weights to {path} "
-                f"(rebuild it with {self.model_spec} and load_weights)"
-            )
-            return path
+        """The saved model, checked by reloading it, or its weights with the
+        line that rebuilds it with `model_fn` (see `export.export_model`)."""
+        from tfnorm.training.export import own_model_rebuild
+
+        rebuild = own_model_rebuild(self.model_spec, self.probe_batch)
+        return run_files.export_model(model, directory, self.probe_batch, rebuild)
 
 
 def model_signature(model):

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import zipfile
 
 import numpy as np
 
@@ -34,34 +35,122 @@ class PredictionError(ValueError):
     """A run directory cannot be used for prediction; says what is missing."""
 
 
+#: Bytes `summary.json` or `labels.json` may have: far more than a run writes.
+MAX_JSON_BYTES = 16 << 20
+
+
 def find_model(run_dir):
-    """The path of the model exported in `run_dir`, or `PredictionError`."""
+    """The path of the model exported in `run_dir`, or `PredictionError`.
+
+    A file or directory at an export's name that cannot be an export (an
+    empty file, a `.keras` archive cut short, a directory) is named as such.
+    """
     run_dir = os.fspath(run_dir)
     if not os.path.isdir(run_dir):
         raise PredictionError(
             f"{run_dir}: no such run directory (give the --logdir of a finished "
             f"tfnorm train run). Received: run_dir={run_dir!r}"
         )
+    misplaced = None
     for name in MODEL_NAMES:
         path = os.path.join(run_dir, name)
-        if os.path.isfile(path) or os.path.isdir(os.path.join(path, "variables")):
+        if os.path.isdir(os.path.join(path, "variables")):
+            _check_not_empty(os.path.join(path, "saved_model.pb"))
             return path
+        if os.path.isdir(path) and name != "model":
+            misplaced = misplaced or path
+        elif os.path.isfile(path):
+            _check_not_empty(path)
+            if name.endswith(".keras") and not zipfile.is_zipfile(path):
+                raise PredictionError(
+                    f"{path} is not a whole Keras archive (cut short by a full "
+                    "disk or an interrupted copy?); rerun the run's tfnorm train "
+                    "command to export it again, or copy it again"
+                )
+            return path
+    if misplaced:
+        raise PredictionError(
+            f"{misplaced} is a directory, not a model file: the run's export "
+            f"is a file of that name. Received: run_dir={run_dir!r}"
+        )
     raise PredictionError(
         f"{run_dir}: no exported model (model.keras, or the SavedModel directory "
         f"`model`){_why_no_model(run_dir)}. Received: run_dir={run_dir!r}"
     )
 
 
-def _why_no_model(run_dir):
+def _check_not_empty(path):
+    if not os.path.isfile(path) or os.path.getsize(path) == 0:
+        raise PredictionError(
+            f"{path} is empty or missing: the export was cut short (a full "
+            "disk? a kill?); rerun the run's tfnorm train command to export it "
+            "again"
+        )
+
+
+def read_summary(run_dir):
+    """The run's `summary.json` as a dict, or None when it is missing or
+    unreadable (a run from before it, or not a run directory)."""
+    path = os.path.join(run_dir, "summary.json")
     try:
-        with open(os.path.join(run_dir, "summary.json"), encoding="utf-8") as handle:
+        if not os.path.isfile(path) or os.path.getsize(path) > MAX_JSON_BYTES:
+            return None
+        with open(path, encoding="utf-8") as handle:
             summary = json.load(handle)
     except (OSError, ValueError):
+        return None
+    return summary if isinstance(summary, dict) else None
+
+
+def _why_no_model(run_dir):
+    summary = read_summary(run_dir)
+    if summary is None:
         return "; is it the --logdir of a tfnorm train run?"
-    status = summary.get("status") if isinstance(summary, dict) else None
+    status = summary.get("status")
     if status != "completed":
         return f"; the run has not completed (summary.json: status {status!r})"
     return "; the run was trained with --no-export"
+
+
+def _refuse_own_model_run(run_dir, summary):
+    """An own-model run's export is the user's model: not for this command."""
+    config = summary.get("config") if summary else None
+    model_fn = config.get("model_fn") if isinstance(config, dict) else None
+    if not model_fn:
+        return
+    exported = summary.get("export") or {}
+    how = (
+        f"load its export in Python: {exported['load']}"
+        if isinstance(exported, dict) and exported.get("load")
+        else "it has no export (summary.json: status "
+        f"{summary.get('status')!r}); rerun it to the end with the export on"
+    )
+    raise PredictionError(
+        f"{run_dir} is a run of your own model (--model-fn {model_fn}); tfnorm "
+        f"predict classifies texts with tfnorm's text classifier only. To use "
+        f"it, {how}"
+    )
+
+
+def _check_same_export(run_dir, summary):
+    """Refuses a model, vocabulary or class names that are not the files the
+    run exported together (their SHA-256 is in summary.json's export record;
+    runs from before it are not checked)."""
+    exported = (summary or {}).get("export")
+    recorded = exported.get("sha256") if isinstance(exported, dict) else None
+    if not isinstance(recorded, dict):
+        return
+    from tfnorm.training.export import file_sha256
+
+    for name, digest in recorded.items():
+        path = os.path.join(run_dir, str(name))
+        if os.path.isfile(path) and file_sha256(path) != digest:
+            raise PredictionError(
+                f"{path} is not the file this run exported with its model (its "
+                "SHA-256 differs from the one summary.json recorded): it comes "
+                "from another run or was changed since. Copy a run directory "
+                f"whole. Received: run_dir={run_dir!r}"
+            )
 
 
 class Predictor:
@@ -72,13 +161,21 @@ class Predictor:
 
     Raises:
         PredictionError: the directory, the model or the vocabulary is
-            missing, or the files do not fit together.
+            missing or damaged, the run is not a text run of tfnorm's
+            classifier, or the files come from different runs.
     """
 
     def __init__(self, run_dir):
         self.run_dir = os.fspath(run_dir)
+        summary = read_summary(self.run_dir)
+        if os.path.isdir(self.run_dir):
+            _refuse_own_model_run(self.run_dir, summary)
         self.model_path = find_model(self.run_dir)
-        vocabulary = load_vocabulary(self.run_dir)
+        try:
+            vocabulary = load_vocabulary(self.run_dir)
+            names = load_label_names(self.run_dir)
+        except ValueError as error:
+            raise PredictionError(str(error)) from None
         if vocabulary is None:
             raise PredictionError(
                 f"{self.run_dir}: no {VOCABULARY_FILE}; tfnorm predict needs a run "
@@ -88,10 +185,6 @@ class Predictor:
         self.model = _load_model(self.model_path)
         self.max_len = int(self.model.inputs[0].shape[1])
         num_outputs = int(self.model.outputs[0].shape[-1])
-        try:
-            names = load_label_names(self.run_dir)
-        except ValueError as error:
-            raise PredictionError(str(error)) from None
         # Runs from before labels.json had id labels only.
         self.label_names = names or [str(index) for index in range(num_outputs)]
         if len(self.label_names) != num_outputs:
@@ -100,6 +193,7 @@ class Predictor:
                 f"{len(self.label_names)} classes but the model has {num_outputs} "
                 "outputs; the files come from different runs."
             )
+        _check_same_export(self.run_dir, summary)
         from tfnorm.training.data.vocabulary import make_vectorizer
 
         self.vectorizer = make_vectorizer(self.max_len, vocabulary=list(vocabulary))
@@ -158,17 +252,15 @@ def predict(run_dir, texts, batch_size=256):
 
 
 def _load_model(path):
-    # Registers tfnorm's layers, schedules and optimizer for deserialisation:
-    # the `tfnorm` command does not import them with the package.
-    import tfnorm.models  # noqa: F401
-    import tfnorm.training.optimizers  # noqa: F401
-    import tfnorm.training.schedules  # noqa: F401
     from tfnorm import _keras
+    from tfnorm.training.export import register_tfnorm_objects
 
+    register_tfnorm_objects()
     try:
         return _keras.keras.models.load_model(path, compile=False)
-    except (OSError, ValueError) as error:
+    except Exception as error:  # whatever a damaged file makes Keras raise
         reason = " ".join(str(error).split())[:300]
         raise PredictionError(
-            f"{path}: the model cannot be loaded ({reason})."
+            f"{path}: the model cannot be loaded ({type(error).__name__}: "
+            f"{reason}); rerun the run's tfnorm train command to export it again"
         ) from None

@@ -22,7 +22,6 @@ import datetime
 import hashlib
 import json
 import os
-import secrets
 
 import numpy as np
 
@@ -285,6 +284,7 @@ def summary(
     data,
     model_path,
     seconds,
+    export=None,
 ):
     """The `summary.json` of a run that ended as `result` (a `LoopResult`).
 
@@ -301,6 +301,8 @@ def summary(
         "skipped_checkpoints": resumed.skipped,
         "metrics": metrics,
         "model_path": model_path,
+        # {"kind": "model" or "weights", "path", "load", "reason"}, or None
+        "export": export,
         "checkpoint": checkpoint,
         "logdir": config.logdir,
         "data": data,
@@ -339,29 +341,12 @@ def write_summary(paths, summary):
     return path
 
 
-def export_model(model, logdir):
-    """Saves `model` in the runtime's native format under `logdir/model`.
+def export_model(model, logdir, probe_inputs=None, rebuild=None):
+    """Exports `model` to `logdir`, checked by loading it back; returns an
+    `export.Export` (see `tfnorm.training.export.export_model`)."""
+    from tfnorm.training import export
 
-    A file format is saved under a new random name beside it and renamed
-    over `model.keras`, so a link planted there during the run is replaced,
-    its target untouched. A SavedModel directory (TF 2.9) is written in
-    place; a link there is refused with `UnsafeFileError`.
-    """
-    base = os.path.join(logdir, "model")
-    path = _keras.model_path(base, _keras.NATIVE_FORMAT)
-    if _keras.NATIVE_FORMAT == "tf":
-        refuse_links([path])
-        return _keras.save_model(model, base)
-    temporary_base = f"{base}.tmp{os.getpid()}.{secrets.token_hex(4)}"
-    temporary = _keras.model_path(temporary_base, _keras.NATIVE_FORMAT)
-    try:
-        _keras.save_model(model, temporary_base)
-        os.replace(temporary, path)
-    except BaseException:
-        if os.path.lexists(temporary):
-            os.remove(temporary)  # a full disk leaves no half archive
-        raise
-    return path
+    return export.export_model(model, logdir, probe_inputs, rebuild)
 
 
 class ProgressLog:

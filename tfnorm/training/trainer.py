@@ -58,6 +58,7 @@ from tfnorm import _keras
 from tfnorm.training import (
     actions,
     checkpoints,
+    export,
     reporting,
     resume,
     run_files,
@@ -237,6 +238,7 @@ class _Run:
         if not self.paths.owns_directories:
             return
         run_files.write_run_config(self.paths, self.config, self.workload.identity())
+        export.remove_leftovers(self.paths.logdir)  # of an export killed midway
         self.workload.write_files(self.paths)
 
     # ------------------------------------------------------------------ training
@@ -343,27 +345,26 @@ class _Run:
 
     def _finish(self, result, parts, run_actions, cadence):
         """Exports a completed run and builds the summary."""
-        model_path = None
+        exported = None
         if result.status == "completed":
             if self.resumed.checkpoint and result.start_step >= cadence.total_steps:
                 self.log.line("the checkpoint is already at the final step")
             if self.config.export:
                 try:
-                    model_path = self._export(parts.model)
+                    exported = self._export(parts.model)
                 except OSError as error:
                     result.status = "failed"
                     result.stop = Stop(
                         "failed", f"export failed: {checkpoints.one_line(error)}"
                     )
                 else:
-                    self.log.line(
-                        f"finished at step {result.step}; model exported to {model_path}"
-                    )
+                    said = exported.describe() if exported else "model exported"
+                    self.log.line(f"finished at step {result.step}; {said}")
             else:
                 self.log.line(f"finished at step {result.step}; model export skipped")
         if result.status == "failed":
             self.log.line(f"FAILED at step {result.step}: {result.stop.reason}")
-        return self._summary(result, run_actions, cadence, model_path)
+        return self._summary(result, run_actions, cadence, exported)
 
     def _export(self, model):
         directory = self.paths.export_dir
@@ -375,7 +376,7 @@ class _Run:
         shutil.rmtree(directory, ignore_errors=True)
         return None
 
-    def _summary(self, result, run_actions, cadence, model_path):
+    def _summary(self, result, run_actions, cadence, exported):
         metrics = {}
         for action in run_actions:
             metrics.update(getattr(action, "metrics", {}))
@@ -390,8 +391,9 @@ class _Run:
             checkpoint=checkpointing.last_path,
             resumed=self.resumed,
             data=self.workload.data_summary,
-            model_path=model_path,
+            model_path=exported.path if exported else None,
             seconds=time.time() - self.started,
+            export=exported.to_dict() if exported else None,
         )
 
     def _write_summary(self, summary):

@@ -24,6 +24,8 @@ from tfnorm.training.data.dataset import DataError
 
 #: Name of the label-mapping file saved with a run.
 LABELS_FILE = "labels.json"
+# Far more than the class names a run saves (at most 100000 classes).
+_MAX_LABELS_BYTES = 64 << 20
 
 _INTEGER = re.compile(r"^[+-]?[0-9]+$")
 # Digits grouped by underscores: Python's int() reads `1_0` as 10, a person
@@ -139,8 +141,11 @@ def load_label_names(directory):
     if not os.path.isfile(path):
         return None
     try:
-        with open(path, encoding="utf-8") as handle:
-            names = json.load(handle)
+        with open(path, "rb") as handle:
+            raw = handle.read(_MAX_LABELS_BYTES + 1)
+        if len(raw) > _MAX_LABELS_BYTES:
+            raise ValueError(f"larger than {_MAX_LABELS_BYTES >> 20} MiB")
+        names = json.loads(raw.decode("utf-8"))
     except (OSError, ValueError) as error:
         raise DataError(f"{path} cannot be read ({error}).") from None
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):

@@ -62,15 +62,50 @@ def load_vocabulary(directory):
         refuse_links([path])
         if not os.path.isfile(path):
             return None
-        with open(path, encoding="utf-8") as handle:
-            vocabulary = json.load(handle)
+        with open(path, "rb") as handle:
+            raw = handle.read(MAX_VOCABULARY_BYTES + 1)
+        if len(raw) > MAX_VOCABULARY_BYTES:
+            raise ValueError(
+                f"it is larger than {MAX_VOCABULARY_BYTES >> 20} MiB, far more "
+                "than a vocabulary a run saves"
+            )
+        vocabulary = json.loads(raw.decode("utf-8"))
     except (OSError, ValueError) as error:
         raise ValueError(f"{path} cannot be read: {error}") from None
+    problem = vocabulary_problem(vocabulary)
+    if problem:
+        raise ValueError(f"{path} cannot be read: {problem}")
+    return vocabulary
+
+
+#: Bytes a saved vocabulary may have: 2**20 tokens of 60 bytes fit.
+MAX_VOCABULARY_BYTES = 64 << 20
+
+# What `TextVectorization` puts before the saved tokens: a saved token of
+# either name would shift every id after it, or is refused there.
+_RESERVED = ("", "[UNK]")
+
+
+def vocabulary_problem(vocabulary):
+    """Why `vocabulary` (as read from JSON) is not a list of tokens a run
+    saves, or None: tokens must be non-empty, distinct strings."""
     if not isinstance(vocabulary, list) or not all(
         isinstance(token, str) for token in vocabulary
     ):
-        raise ValueError(f"{path} cannot be read: it is not a JSON list of tokens")
-    return vocabulary
+        return "it is not a JSON list of tokens"
+    if not vocabulary:
+        return "it holds no tokens (a run saves at least one)"
+    first = {}
+    for index, token in enumerate(vocabulary):
+        if token in _RESERVED:
+            return f"token {index} is {token!r}, which no saved vocabulary holds"
+        if token in first:
+            return (
+                f"token {index} {token!r} repeats token {first[token]}; each "
+                "token has one id"
+            )
+        first[token] = index
+    return None
 
 
 def vectorize(vectorizer, texts, batch_size=1024):
