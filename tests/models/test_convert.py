@@ -507,22 +507,60 @@ def test_keras_hub_backbone_converts_trains_reloads_and_goes_back(name, tmp_path
     np.testing.assert_allclose(_sequence(back, x), trained, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("name", ["bert", "gpt2"])
-def test_keras_hub_backbone_saved_converted_reloads_with_same_outputs(name, tmp_path):
-    # Their norms are Keras's LayerNormalization, whose weights Keras's file
-    # finds under the same names as tfnorm's; not so for a top-level keras-hub
-    # RMS norm (Llama's, Gemma's final norm), see README.
+@pytest.mark.parametrize("name", sorted(HUB_NORMS))
+def test_keras_hub_backbone_trained_after_conversion_saves_what_it_learned(
+    name, tmp_path
+):
+    # The weights change after the conversion, as in fine-tuning: a file
+    # holding the replaced norms' (initial) weights would show here, as would
+    # a top-level norm filed under another class name (Llama's final norm).
     backbone = _backbone(name)
-    user_models.randomize_norms(backbone)
     x = _backbone_inputs(name)
     moved = tfnorm.replace_norms(backbone)
-    for variable in moved.weights:
-        variable.assign(variable + 0.01)
+    user_models.randomize_norms(moved, seed=5)
     path = str(tmp_path / "backbone.keras")
     moved.save(path)
     reloaded = keras.models.load_model(path)
+    for (_, saved), (_, loaded) in zip(_find_norms(moved), _find_norms(reloaded)):
+        np.testing.assert_array_equal(
+            np.asarray(loaded.weights[0]), np.asarray(saved.weights[0])
+        )
+    # Reloaded, Gemma's norms are keras-hub's again (1 / sqrt, not rsqrt).
+    tolerance = 1e-4 if name == "gemma" else 1e-5
     np.testing.assert_allclose(
-        _sequence(reloaded, x), _sequence(moved, x), rtol=1e-5, atol=1e-5
+        _sequence(reloaded, x), _sequence(moved, x), rtol=1e-5, atol=tolerance
+    )
+
+
+def _h5_datasets(path):
+    import h5py
+
+    found = []
+    with h5py.File(path, "r") as file:
+        file.visititems(
+            lambda name, item: (
+                found.append(name) if isinstance(item, h5py.Dataset) else None
+            )
+        )
+    return found
+
+
+@pytest.mark.parametrize("name", ["bert", "gpt2", "llama"])
+def test_keras_hub_backbone_checkpoints_hold_only_the_variables_it_uses(name, tmp_path):
+    from tfnorm._keras import tf
+
+    x = _backbone_inputs(name)
+    moved = tfnorm.replace_norms(_backbone(name))
+    user_models.randomize_norms(moved, seed=7)
+    weights_file = str(tmp_path / "backbone.weights.h5")
+    moved.save_weights(weights_file)
+    assert len(_h5_datasets(weights_file)) == len(moved.weights)
+
+    prefix = tf.train.Checkpoint(model=moved).write(str(tmp_path / "ckpt"))
+    fresh = tfnorm.replace_norms(_backbone(name))
+    tf.train.Checkpoint(model=fresh).read(prefix).assert_consumed()
+    np.testing.assert_allclose(
+        _sequence(fresh, x), _sequence(moved, x), rtol=1e-5, atol=1e-5
     )
 
 
@@ -717,3 +755,103 @@ def test_unbuilt_foreign_and_mismatched_encoders_are_named():
         encoder_from_keras_hub([_hub_encoder(False), _hub_encoder(True)])
     with pytest.raises(ValueError, match="layers=\\[\\]"):
         encoder_from_keras_hub([])
+
+
+# -- compiled models and masks -------------------------------------------------
+
+
+def _compiled_model(seed=0):
+    keras.utils.set_random_seed(seed)
+    inputs = keras.Input((6,))
+    x = keras.layers.Dense(6)(inputs)
+    x = keras.layers.LayerNormalization(name="ln")(x)
+    outputs = keras.layers.Dense(1)(x)
+    model = keras.Model(inputs, outputs)
+    model.compile(optimizer=keras.optimizers.Adam(0.05), loss="mse")
+    return model
+
+
+def _regression_data():
+    rng = np.random.default_rng(0)
+    return rng.standard_normal((16, 6)).astype("float32"), rng.standard_normal(
+        (16, 1)
+    ).astype("float32")
+
+
+def test_converted_in_place_a_compiled_model_trains_on_as_if_unconverted():
+    x, y = _regression_data()
+    reference, converted = _compiled_model(), _compiled_model()
+    for model in (reference, converted):
+        model.fit(x, y, batch_size=8, epochs=1, shuffle=False, verbose=0)
+    tfnorm.replace_norms(converted, inplace=True)
+    assert type(converted.get_layer("ln")).__module__.startswith("tfnorm.")
+    for model in (reference, converted):
+        model.fit(x, y, batch_size=8, epochs=1, shuffle=False, verbose=0)
+    # Same steps, same Adam moments: the new norm's weights moved as the
+    # old one's would have.
+    assert int(converted.optimizer.iterations) == int(reference.optimizer.iterations)
+    for new, old in zip(
+        converted.get_layer("ln").weights, reference.get_layer("ln").weights
+    ):
+        np.testing.assert_allclose(np.asarray(new), np.asarray(old), atol=1e-5)
+    _assert_same_outputs(converted, reference, x)
+
+
+def test_a_copy_of_a_compiled_model_says_its_optimizer_starts_afresh():
+    x, y = _regression_data()
+    model = _compiled_model()
+    model.fit(x, y, batch_size=8, epochs=1, verbose=0)
+    with pytest.warns(UserWarning, match="starts afresh.*inplace=True"):
+        copy = tfnorm.replace_norms(model)
+    if _keras.is_compiled(copy):
+        assert copy.optimizer is not model.optimizer
+    assert _keras.is_compiled(model)
+
+
+def _embedding_model():
+    ids = keras.Input((5,), dtype="int32")
+    x = keras.layers.Embedding(10, 8, mask_zero=True)(ids)
+    x = keras.layers.LayerNormalization(name="ln")(x)
+    return keras.Model(ids, keras.layers.GlobalAveragePooling1D()(x))
+
+
+def _masking_model():
+    inputs = keras.Input((5, 8))
+    x = keras.layers.Masking()(inputs)
+    x = keras.layers.LayerNormalization(name="ln")(x)
+    return keras.Model(inputs, keras.layers.LSTM(3)(x))
+
+
+def _build_encoder_model():
+    # README: an implicit mask from the embedding reaches build_encoder.
+    ids = keras.Input((5,), dtype="int32")
+    x = keras.layers.Embedding(10, 8, mask_zero=True)(ids)
+    encoder = tfnorm.build_encoder(
+        1, 8, 2, 16, dropout_rate=0.0, with_padding_mask=False, name="encoder"
+    )
+    x = keras.layers.LayerNormalization(name="ln")(encoder(x))
+    return keras.Model(ids, keras.layers.GlobalAveragePooling1D()(x))
+
+
+@pytest.mark.parametrize(
+    "make, padded",
+    [
+        (_embedding_model, "ids"),
+        (_masking_model, "zeros"),
+        (_build_encoder_model, "ids"),
+    ],
+    ids=["embedding_mask_zero", "masking", "build_encoder"],
+)
+def test_a_model_whose_mask_is_used_downstream_converts(make, padded):
+    keras.utils.set_random_seed(0)
+    model = _randomize(make())
+    if padded == "ids":
+        x = np.array([[3, 4, 5, 0, 0], [1, 2, 9, 7, 0]], "int32")
+    else:
+        x = random_input((2, 5, 8), seed=1)
+        x[0, 3:] = 0.0
+    moved = tfnorm.replace_norms(model)
+    assert type(moved.get_layer("ln")).__module__.startswith("tfnorm.")
+    # The padding positions hold values that change the result unless the
+    # mask reaches the pooling / LSTM after the norm.
+    _assert_same_outputs(moved, model, x)

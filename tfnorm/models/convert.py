@@ -3,6 +3,7 @@ wherever its norms live; keras-hub encoders onto tfnorm's blocks."""
 
 from __future__ import annotations
 
+import warnings
 import weakref
 
 import numpy as np
@@ -13,13 +14,17 @@ from tfnorm._keras import (
     holders,
     hub_encoder_sublayers,
     hub_encoder_width,
+    is_compiled,
     is_functional_subclass,
     is_graph_model,
     keras,
     keras_rms_normalization,
+    rebind_attributes,
+    rebind_optimizer_variables,
     record_built_shape,
     replace_graph_layer,
     replace_sublayer,
+    reset_step_functions,
     sublayers,
 )
 from tfnorm.layers.base_normalization import BaseNormalization
@@ -74,9 +79,16 @@ def replace_norms(model, to="tfnorm", inplace=False):
     that creates them itself (a subclassed block's `__init__`/`build`,
     keras-hub's layers and backbones) are not: the reloaded layer creates
     its original norms again (Keras's LayerNormalization, `LlamaLayerNorm`,
-    ...) and loads the same weights into them, so the reloaded model gives
-    the same outputs, with the original norm classes. Convert it again
-    after loading to train with tfnorm's norms.
+    ...) and loads the converted norms' weights into them, so the reloaded
+    model gives the same outputs, with the original norm classes. Convert it
+    again after loading to train with tfnorm's norms. Checkpoints and weight
+    files hold the norms the model uses, never the replaced ones.
+
+    Compiled models: converted in place, a compiled model keeps its
+    optimizer, whose state (step, moments) carries over to the new norms'
+    weights, and `fit` trains them. A copy's optimizer starts afresh (a
+    warning says so): Keras 3 compiles the copy with a new optimizer from
+    the same config, Keras 2 leaves it uncompiled.
 
     Nothing is half converted: anything that cannot be converted is one
     `ValueError` naming the layer's path (e.g.
@@ -96,7 +108,8 @@ def replace_norms(model, to="tfnorm", inplace=False):
     Example:
 
     >>> import numpy as np, tfnorm
-    >>> from tfnorm._keras import keras
+    >>> import tensorflow as tf
+    >>> keras = tf.keras
     >>> inputs = keras.Input((4,))
     >>> model = keras.Model(inputs, keras.layers.LayerNormalization()(inputs))
     >>> moved = tfnorm.replace_norms(model, to="tfnorm")
@@ -127,6 +140,20 @@ def replace_norms(model, to="tfnorm", inplace=False):
     else:
         copy = _clone(model, to)
     _convert_in_place(copy, to)
+    if is_compiled(model):
+        # Keras 3's clone_model compiles the copy with a new optimizer from
+        # the original's config; tf_keras's and a config copy do not compile.
+        how = (
+            "compiled with a new optimizer"
+            if is_compiled(copy)
+            else "uncompiled: compile it before training"
+        )
+        warnings.warn(
+            f"replace_norms returns a copy of compiled model '{model.name}' "
+            f"whose optimizer starts afresh (step 0, no moments), {how}; "
+            "pass inplace=True to keep the model's optimizer and its state.",
+            stacklevel=2,
+        )
     return copy
 
 
@@ -160,7 +187,9 @@ def _clone(model, to, prefix=""):
 
     new_model = keras.models.clone_model(model, clone_function=clone_layer)
     for old, new in pairs:
-        if old.weights:
+        # The graph also holds operations that are not layers (Keras 3's
+        # mask computations), which have no weights.
+        if isinstance(old, keras.layers.Layer) and old.weights:
             new.set_weights(_weights_for(old, new))
     return new_model
 
@@ -275,6 +304,8 @@ def _convert_in_place(root, to):
     try:
         for path, parent, old in swaps:
             new = _replacement(old, to, path)
+            if to == "tfnorm" and _found_by_class_name(parent, old, new):
+                new.__class__ = _stand_in_class(type(new), type(old).__name__)
             _attach(parent, old, new, path)
             done.append((parent, old, new))
     except Exception as error:
@@ -287,11 +318,26 @@ def _convert_in_place(root, to):
             f"({type(error).__name__}: {error}); the model was left as it "
             f"was. Received: layer={path!r}"
         ) from error
+    if is_compiled(root):
+        _retarget_training(root, done)
+
+
+def _retarget_training(model, swapped):
+    """Makes the compiled `model` train the new norms: its optimizer takes
+    each old norm variable's state (moments, accumulators) over to the
+    variable that replaced it, and `fit` traces its step again (a traced
+    step keeps updating the variables it was traced with)."""
+    pairs = []
+    for _, old, new in swapped:
+        pairs.extend(zip(old.weights, new.weights))
+    rebind_optimizer_variables(model.optimizer, pairs)
+    reset_step_functions(model)
 
 
 def _attach(parent, old, new, path):
     if is_graph_model(parent):
         if replace_graph_layer(parent, old, new):
+            rebind_attributes(parent, old, new)
             return
     elif replace_sublayer(parent, old, new):
         return
@@ -399,14 +445,61 @@ def _from_foreign(layer, path):
     return new
 
 
+def _found_by_class_name(parent, old, new):
+    """True if a `.keras` file would look `new` up under `old`'s class name.
+
+    Keras 3 files the weights of a functional model's layers under their
+    class names (`layers/llama_layer_norm`), and a functional model of its
+    own class whose config records no layers (keras-hub's backbones)
+    reloads with the original class, so a norm of another class name would
+    not get its weights back.
+    """
+    if type(old).__name__ == type(new).__name__ or not is_functional_subclass(parent):
+        return False
+    try:
+        return "layers" not in parent.get_config()
+    except Exception:  # Keras raises all kinds here.
+        return False
+
+
+#: `(tfnorm class, name) -> subclass`: see `_stand_in_class`.
+_STAND_INS = {}
+
+
+def _stand_in_class(base, name):
+    """A subclass of the tfnorm norm `base` named `name`, adding nothing.
+
+    It makes a replacement norm file its weights where the reloaded model
+    looks for the norm it replaced (see `_found_by_class_name`); its config
+    and formula are `base`'s.
+    """
+    key = (base, name)
+    if key not in _STAND_INS:
+        _STAND_INS[key] = type(
+            name,
+            (base,),
+            {
+                "__module__": base.__module__,
+                "__doc__": f"`{base.__name__}`, named `{name}` after the norm "
+                "it replaced, so saved weights find their way back.",
+                "tfnorm_class": base,
+            },
+        )
+    return _STAND_INS[key]
+
+
+def _tfnorm_class(layer):
+    return getattr(type(layer), "tfnorm_class", type(layer))
+
+
 def _keras_equivalent(layer, path):
     config = layer.get_config()
     config.pop("weight_layout", None)
-    if type(layer) is LayerNormalization:
+    if _tfnorm_class(layer) is LayerNormalization:
         return keras.layers.LayerNormalization(**config)
     rms = keras_rms_normalization()
     unsupported = []
-    if type(layer) is RMSNorm:
+    if _tfnorm_class(layer) is RMSNorm:
         if rms is None:
             unsupported.append("keras.layers.RMSNormalization (Keras >= 3.9)")
         for option, default in (
