@@ -9,15 +9,8 @@ import pytest
 
 import tfnorm
 import tfnorm.models
-from tfnorm import _keras
+from tests.testing import import_keras_hub
 from tfnorm._keras import keras
-
-
-def _keras_hub():
-    if not _keras.IS_KERAS_3:
-        pytest.skip("keras-hub needs Keras 3 (this runtime is Keras 2)")
-    return pytest.importorskip("keras_hub", reason="keras_hub is not importable")
-
 
 # -- keras-hub TransformerEncoder weights onto tfnorm's blocks -----------------
 
@@ -26,7 +19,7 @@ D_MODEL, SEQ = 16, 6
 
 def _hub_encoder(normalize_first, seed=0, **options):
     """A built keras-hub TransformerEncoder with non-trivial weights."""
-    keras_hub = _keras_hub()
+    keras_hub = import_keras_hub()
     options = {
         "intermediate_dim": 24,
         "num_heads": 4,
@@ -161,7 +154,7 @@ def test_a_keras_hub_option_tfnorm_lacks_is_one_value_error(options, match):
 
 
 def test_unbuilt_foreign_and_mismatched_encoders_are_named():
-    keras_hub = _keras_hub()
+    keras_hub = import_keras_hub()
     with pytest.raises(ValueError, match="not built"):
         tfnorm.TransformerEncoderBlock.from_keras_hub(
             keras_hub.layers.TransformerEncoder(8, 2)

@@ -11,7 +11,7 @@ import pytest
 import tfnorm
 from tests.conftest import run_python
 from tests.models import user_models
-from tests.testing import random_input
+from tests.testing import import_keras_hub, random_input
 from tfnorm import _keras
 from tfnorm._keras import keras, keras_rms_normalization
 
@@ -397,14 +397,8 @@ def test_saved_user_model_reloads_with_keras_norms_and_same_outputs(tmp_path):
 # -- keras-hub backbones from tiny configs (no downloads) ---------------------
 
 
-def _keras_hub():
-    if not _keras.IS_KERAS_3:
-        pytest.skip("keras-hub needs Keras 3 (this runtime is Keras 2)")
-    return pytest.importorskip("keras_hub", reason="keras_hub is not importable")
-
-
 def _backbone(name):
-    keras_hub = _keras_hub()
+    keras_hub = import_keras_hub()
     models = keras_hub.models
     small = {"vocabulary_size": 50, "num_layers": 2, "hidden_dim": 8}
     if name == "bert":
@@ -566,7 +560,7 @@ def test_keras_hub_backbone_checkpoints_hold_only_the_variables_it_uses(name, tm
 
 
 def test_keras_hub_encoder_inside_a_user_model_converts_in_a_copy():
-    keras_hub = _keras_hub()
+    keras_hub = import_keras_hub()
     inputs = keras.Input((6, 16))
     encoder = keras_hub.layers.TransformerEncoder(32, 4, name="hub_encoder")
     outputs = keras.layers.LayerNormalization(name="final_ln")(encoder(inputs))
