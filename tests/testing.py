@@ -7,6 +7,7 @@ only what is specific to that layer (its formula, its options).
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from tests.conftest import run_python
 from tfnorm import _keras
@@ -146,3 +147,11 @@ def assert_reloads_in_fresh_process(layer, input_shape, x):
         """
     )
     assert out.count("reloaded") == len(paths), out
+
+
+def import_keras_hub():
+    """keras_hub, or a skip: it needs Keras 3 and is installed in the keras3
+    runtime only."""
+    if not _keras.IS_KERAS_3:
+        pytest.skip("keras-hub needs Keras 3 (this runtime is Keras 2)")
+    return pytest.importorskip("keras_hub", reason="keras_hub is not importable")

@@ -38,10 +38,6 @@ BOUNDARY = os.path.join(PACKAGE, "_keras")
 #: (file, name) pairs that may stay outside `tfnorm/_keras/`, each for a
 #: reason that is tfnorm's own, not Keras's.
 ALLOWED = {
-    # BaseNormalization's own record of the order of the dims it was built
-    # on, which the converter needs to read tfnorm 0.1.0's weight layout; a
-    # public name would make it API of every norm for this one reader.
-    ("tfnorm/models/convert.py", "_built_order"),
     # TrainConfig's mark on the copy `resolve()` returns (not a dataclass
     # field, so copies and comparisons leave it out): tfnorm's own object.
     ("tfnorm/training/config.py", "_resolved_repr"),

@@ -483,3 +483,20 @@ def test_center_and_scale_must_be_real_booleans(key, value):
 def test_numpy_booleans_are_booleans():
     layer = tfnorm.LayerNormalization(center=np.bool_(False))
     assert layer.center is False
+
+
+@pytest.mark.parametrize("source_layout", ["axis_order", "keras"])
+@pytest.mark.parametrize("target_layout", ["axis_order", "keras"])
+def test_weights_move_between_layouts_in_input_order(source_layout, target_layout):
+    x = random_input((2, 3, 4, 5), seed=2)
+    source = tfnorm.LayerNormalization(axis=[-1, -3], weight_layout=source_layout)
+    target = tfnorm.LayerNormalization(axis=[-1, -3], weight_layout=target_layout)
+    source.build(x.shape)
+    target.build(x.shape)
+    rng = np.random.default_rng(0)
+    source.set_weights([rng.standard_normal(w.shape) for w in source.weights])
+    values = source.weights_in_input_order()
+    # Keras's layout: entries in the order of the input's dims (3, then 5).
+    assert [v.size for v in values] == [15, 15]
+    target.set_weights_in_input_order(values)
+    np.testing.assert_allclose(target(x), source(x), rtol=1e-6, atol=1e-6)

@@ -13,8 +13,7 @@ from tests.testing import random_input
 from tfnorm import _keras
 from tfnorm._keras import keras, tf
 from tfnorm.layers import is_norm_layer
-from tfnorm.models import SequencePooling
-from tfnorm.models.encoder_block import NORM_POSITIONS
+from tfnorm.models import NORM_POSITIONS, SequencePooling
 
 D_MODEL, HEADS, DFF = 16, 4, 32
 

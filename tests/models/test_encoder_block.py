@@ -9,7 +9,7 @@ from tests.testing import random_input
 from tfnorm import _keras
 from tfnorm._keras import keras, tf
 from tfnorm.callbacks import find_norm_layers
-from tfnorm.models.encoder_block import NORM_POSITIONS
+from tfnorm.models import NORM_POSITIONS
 
 D_MODEL, HEADS, DFF = 16, 4, 32
 

@@ -11,7 +11,8 @@
 Every other module imports `keras` and the helpers below from here
 (`from tfnorm._keras import keras, tf`) instead of testing versions itself.
 The helpers are grouped by what they touch: `runtime` (versions, flavour,
-save formats), `layers` (weights, sublayers, attention, masks),
+save formats), `layers` (building layers: weights, sublayers, attention,
+masks), `surgery` (finding sublayers and swapping one layer for another),
 `serialization` (registration, portable configs, saving), `optimizers`
 (the bases of tfnorm's optimizers: clipping, AdamW, variable paths),
 `training` (mixed precision, optimizers and callbacks in custom loops),
@@ -32,9 +33,6 @@ from tfnorm._keras.layers import (
     build_sublayer,
     built_input_shape,
     get_keras_mask,
-    holders,
-    is_functional_subclass,
-    is_graph_model,
     keep_input_dtype,
     keras_norm_classes,
     keras_rms_normalization,
@@ -42,11 +40,6 @@ from tfnorm._keras.layers import (
     padding_mask_like,
     plain_axis,
     record_built_shape,
-    replace_graph_layer,
-    replace_sublayer,
-    shadow_call,
-    sublayers,
-    unshadow_call,
     without_keras_mask,
 )
 from tfnorm._keras.optimizers import (
@@ -54,6 +47,7 @@ from tfnorm._keras.optimizers import (
     AdamWBase,
     GlobalClipping,
     optimizer_variables,
+    rebind_optimizer_variables,
     variable_path,
 )
 from tfnorm._keras.random_state import (
@@ -82,6 +76,17 @@ from tfnorm._keras.serialization import (
     serialized_class_name,
     single_input_build_config,
 )
+from tfnorm._keras.surgery import (
+    holders,
+    is_functional_subclass,
+    is_graph_model,
+    rebind_attributes,
+    replace_graph_layer,
+    replace_sublayer,
+    shadow_call,
+    sublayers,
+    unshadow_call,
+)
 from tfnorm._keras.training import (
     accept_tensor_logs,
     build_optimizer,
@@ -91,6 +96,7 @@ from tfnorm._keras.training import (
     is_loss_scaled,
     loss_scale_optimizer,
     model_jit_compile,
+    reset_step_functions,
     scale_loss,
     set_global_policy,
     unscale_gradients,
@@ -145,10 +151,13 @@ __all__ = [
     "random_state_checkpoint",
     "random_state_variables",
     "register_model_class",
+    "rebind_attributes",
+    "rebind_optimizer_variables",
     "record_built_shape",
     "register_serializable",
     "replace_graph_layer",
     "replace_sublayer",
+    "reset_step_functions",
     "save_model",
     "scale_loss",
     "serialized_class_name",

@@ -1,4 +1,5 @@
-"""Building and inspecting layers: weights, sublayers, attention, masks.
+"""Building layers the same way in every Keras: weights, sublayers built
+from a parent's `build`, attention, masks, recorded input shapes.
 
 Keras 2 and Keras 3 differ in the keywords of `add_weight`, in where a
 sublayer's weights get their names, in how `MultiHeadAttention` is built from
@@ -94,22 +95,6 @@ def plain_axis(axis):
     return [int(a) for a in axis]
 
 
-def is_graph_model(layer):
-    """True for Sequential and functional models (those `clone_model` can
-    rebuild layer by layer), False for subclassed models and plain layers.
-
-    Keras 3 gives functional models their own class; Keras 2 marks them (and
-    Sequential models) with `_is_graph_network`.
-    """
-    if isinstance(layer, keras.Sequential):
-        return True
-    if IS_KERAS_3:
-        from keras.src.models.functional import Functional
-
-        return isinstance(layer, Functional)
-    return bool(getattr(layer, "_is_graph_network", False))
-
-
 def keras_rms_normalization():
     """Keras's own RMSNormalization class (Keras >= 3.9), or None."""
     return getattr(keras.layers, "RMSNormalization", None)
@@ -120,16 +105,6 @@ def keras_norm_classes():
     LayerNormalization, and RMSNormalization where this Keras has it."""
     rms = keras_rms_normalization()
     return (keras.layers.LayerNormalization,) + (() if rms is None else (rms,))
-
-
-def sublayers(layer, recursive=True):
-    """The layers nested in `layer` (not `layer` itself): at any depth, or
-    only its direct children with `recursive=False`.
-
-    `_flatten_layers` has this signature in Keras 2.9, tf_keras and Keras 3,
-    and finds sublayers held in attributes, lists and dicts alike.
-    """
-    return list(layer._flatten_layers(include_self=False, recursive=recursive))
 
 
 def get_keras_mask(tensor):
@@ -236,50 +211,6 @@ def built_input_shape(layer):
         return None
 
 
-def is_functional_subclass(model):
-    """True for a functional model of a class other than Keras's own
-    (keras-hub's backbones): `clone_model` would return a plain functional
-    model, dropping the class and its config."""
-    if not is_graph_model(model) or isinstance(model, keras.Sequential):
-        return False
-    return not type(model).__module__.startswith(("keras.", "tf_keras."))
-
-
-def _tracked_layer_lists(parent):
-    """The lists in which `parent` tracks its sublayers, in the order Keras
-    walks them (`_layers` in Keras 3, `_self_tracked_trackables` in Keras 2)."""
-    name = "_layers" if IS_KERAS_3 else "_self_tracked_trackables"
-    found = getattr(parent, name, None)
-    return [found] if isinstance(found, list) else []
-
-
-def _tracked_positions(parent, layer):
-    """Where `layer` sits in each of `parent`'s tracking lists."""
-    return [
-        [i for i, item in enumerate(tracked) if item is layer]
-        for tracked in _tracked_layer_lists(parent)
-    ]
-
-
-def _swap_in_tracked_lists(parent, old, new, positions):
-    # Assigning `new` appends it to the tracking list (and Keras 2 drops the
-    # `old` it overwrites); put `new` where `old` was instead, so the order
-    # of the weights (and H5 files, which rely on it) is kept.
-    for tracked, where in zip(_tracked_layer_lists(parent), positions):
-        kept = [item for item in tracked if item is not new and item is not old]
-        for i in where:
-            kept.insert(min(i, len(kept)), new)
-        if not where and any(item is new for item in tracked):
-            kept.append(new)
-        tracked[:] = kept
-    if IS_KERAS_3:
-        tracker = getattr(parent, "_tracker", None)
-        stored = getattr(tracker, "stored_ids", None)
-        if isinstance(stored, dict) and "layers" in stored:
-            stored["layers"].discard(id(old))
-            stored["layers"].add(id(new))
-
-
 def record_built_shape(layer, input_shape):
     """Records `input_shape` as the shape `layer` was built with, as
     `__call__` would (Keras 2 records it only there or in `Layer.build`);
@@ -289,128 +220,3 @@ def record_built_shape(layer, input_shape):
             layer._build_shapes_dict = {"input_shape": tuple(input_shape)}
     else:
         layer._build_input_shape = tf.TensorShape(input_shape)
-
-
-def holders(parent, layer):
-    """Where `parent` holds `layer`: `[(attribute, key)]`, `key` None for a
-    plain attribute, else the index (list) or key (dict) inside it."""
-    found = []
-    for name, value in list(vars(parent).items()):
-        if value is layer:
-            found.append((name, None))
-        elif isinstance(value, (list, tuple)) and not isinstance(value, str):
-            try:
-                items = list(value)
-            except TypeError:
-                continue
-            found.extend((name, i) for i, item in enumerate(items) if item is layer)
-        elif isinstance(value, dict):
-            found.extend((name, k) for k, item in value.items() if item is layer)
-    # Keras's own tracking lists are not where user code holds a layer.
-    return [
-        (name, key)
-        for name, key in found
-        if name not in ("_layers", "_self_tracked_trackables", "_tracker")
-    ]
-
-
-def replace_sublayer(parent, old, new):
-    """Puts `new` wherever the (non-graph) layer `parent` holds `old`: an
-    attribute, or an entry of a list or dict attribute.
-
-    Returns the number of places replaced (0 if `parent` holds `old` in a
-    way this cannot reach, such as a tuple or a closure).
-    """
-    places = holders(parent, old)
-    positions = _tracked_positions(parent, old)
-    replaced = 0
-    with _unlocked(parent):
-        for name, key in places:
-            container = getattr(parent, name)
-            if key is None:
-                setattr(parent, name, new)
-            elif isinstance(container, tuple):
-                continue
-            else:
-                container[key] = new
-            replaced += 1
-        if replaced:
-            _swap_in_tracked_lists(parent, old, new, positions)
-    return replaced
-
-
-class _unlocked:
-    """Lets a built Keras 3 layer take a new sublayer: Keras 3 locks a
-    layer's state once it is built (Keras 2 has no such lock)."""
-
-    def __init__(self, layer):
-        self.tracker = getattr(layer, "_tracker", None) if IS_KERAS_3 else None
-        self.was_locked = bool(getattr(self.tracker, "locked", False))
-
-    def __enter__(self):
-        if self.was_locked:
-            self.tracker.unlock()
-
-    def __exit__(self, *exc_info):
-        if self.was_locked:
-            self.tracker.lock()
-
-
-def replace_graph_layer(model, old, new):
-    """Makes `new` (built, same name) run wherever `old` runs in the
-    functional or Sequential `model`'s graph, in place.
-
-    The graph's nodes call their layer object, so each node of `old` is
-    pointed at `new`, and so are the model's lists of layers. `model`'s
-    config then records `new`'s class. Returns True if `old` was a layer of
-    `model`'s graph.
-    """
-    if IS_KERAS_3:
-        operations = getattr(model, "_operations", None)
-        if not operations or not any(op is old for op in operations):
-            return False
-        for node in list(old._inbound_nodes):
-            node.operation = new
-        new._inbound_nodes = list(old._inbound_nodes)
-        new._outbound_nodes = list(old._outbound_nodes)
-        positions = _tracked_positions(model, old)
-        model._operations = [new if op is old else op for op in operations]
-        for depth, ops in model._operations_by_depth.items():
-            model._operations_by_depth[depth] = [new if op is old else op for op in ops]
-        if isinstance(model, keras.Sequential):
-            model._layers = [new if layer is old else layer for layer in model._layers]
-        else:
-            _swap_in_tracked_lists(model, old, new, positions)
-        return True
-    tracked = getattr(model, "_self_tracked_trackables", None) or []
-    if not any(layer is old for layer in tracked):
-        return False
-    for node in list(old._inbound_nodes):
-        node.layer = new
-    new._inbound_nodes_value = list(old._inbound_nodes)
-    new._outbound_nodes_value = list(old._outbound_nodes)
-    _swap_in_tracked_lists(model, old, new, _tracked_positions(model, old))
-    specs = getattr(model, "_layer_call_argspecs", None)
-    if isinstance(specs, dict) and old in specs:
-        specs[new] = specs.pop(old)
-    for name in ("_output_layers", "_input_layers"):
-        layers = getattr(model, name, None)
-        if isinstance(layers, list):
-            layers[:] = [new if layer is old else layer for layer in layers]
-    return True
-
-
-def shadow_call(layer, call):
-    """Makes `layer(...)` run `call` instead of its class's `call` until
-    `unshadow_call(layer)`.
-
-    Set with `object.__setattr__`, which bypasses Keras's attribute tracking:
-    `call` is a plain function, not state of the layer, and is deleted again
-    by `unshadow_call`.
-    """
-    object.__setattr__(layer, "call", call)
-
-
-def unshadow_call(layer):
-    """Removes what `shadow_call` installed; the class's `call` is back."""
-    object.__delattr__(layer, "call")

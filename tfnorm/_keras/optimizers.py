@@ -154,3 +154,62 @@ class _AdamWBackport(keras.optimizers.Adam):
 
 #: Base of tfnorm's AdamW; its subclass provides `decays_variable(variable)`.
 AdamWBase = _KerasAdamW if _CoreAdamW is not None else _AdamWBackport
+
+
+def rebind_optimizer_variables(optimizer, pairs):
+    """Makes `optimizer` update each `new` variable of `pairs` (old, new)
+    where it updated `old`, with `old`'s slots (moments, accumulators).
+
+    Every optimizer files its state under a key of the model variable:
+    Keras 3 an index by `_var_key` (and the variable list it was built
+    with), tf_keras's optimizers an `_index_dict`, Keras 2's OptimizerV2 a
+    `_slots` dict. A loss-scale wrapper's inner optimizer is rebound too.
+    Returns the number of variables rebound.
+    """
+    inner = getattr(optimizer, "inner_optimizer", None)
+    rebound = 0 if inner is None else rebind_optimizer_variables(inner, pairs)
+    for old, new in pairs:
+        rebound += _rebind_one(optimizer, old, new)
+    return rebound
+
+
+def _rebind_one(optimizer, old, new):
+    indices = getattr(optimizer, "_trainable_variables_indices", None)
+    if IS_KERAS_3 and isinstance(indices, dict):
+        old_key, new_key = optimizer._var_key(old), optimizer._var_key(new)
+        if old_key not in indices:
+            return 0
+        index = indices.pop(old_key)
+        indices[new_key] = index
+        optimizer._trainable_variables[index] = new
+        excluded = getattr(optimizer, "_exclude_from_weight_decay", None)
+        if isinstance(excluded, set) and old_key in excluded:
+            excluded.discard(old_key)
+            excluded.add(new_key)
+        getattr(optimizer, "_exclude_from_weight_decay_cache", {}).clear()
+        return 1
+    index_dict = getattr(optimizer, "_index_dict", None)
+    if isinstance(index_dict, dict):
+        old_key, new_key = optimizer._var_key(old), optimizer._var_key(new)
+        if old_key not in index_dict:
+            return 0
+        index_dict[new_key] = index_dict.pop(old_key)
+        excluded = getattr(optimizer, "_exclude_from_weight_decay", None)
+        if isinstance(excluded, list):
+            excluded[:] = [new_key if key == old_key else key for key in excluded]
+        return 1
+    slots = getattr(optimizer, "_slots", None)
+    if isinstance(slots, dict):
+        old_key, new_key = _slot_key(old), _slot_key(new)
+        if old_key not in slots:
+            return 0
+        slots[new_key] = slots.pop(old_key)
+        return 1
+    return 0
+
+
+def _slot_key(variable):
+    # The key Keras 2's OptimizerV2 files a variable's slots under.
+    if hasattr(variable, "_distributed_container"):
+        variable = variable._distributed_container()
+    return variable._unique_id

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import contextlib
 
-from tfnorm._keras.layers import sublayers
 from tfnorm._keras.runtime import IS_KERAS_3, keras
+from tfnorm._keras.surgery import sublayers
 
 
 @contextlib.contextmanager

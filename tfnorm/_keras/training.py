@@ -109,3 +109,12 @@ def model_jit_compile(model):
     Keras 2 compiles only when asked.
     """
     return bool(getattr(model, "jit_compile", False))
+
+
+def reset_step_functions(model):
+    """Drops `model`'s traced train, test and predict steps, so the next
+    `fit`/`evaluate`/`predict` traces them again over the model's current
+    variables (a traced step keeps the variables it was traced with)."""
+    for name in ("train_function", "test_function", "predict_function"):
+        if getattr(model, name, None) is not None:
+            setattr(model, name, None)

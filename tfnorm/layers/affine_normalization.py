@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from tfnorm._keras import (
     keras,
     keras_weight_dims,
@@ -104,6 +106,20 @@ class AffineNormalization(BaseNormalization):
         for p, size in zip(positive, self._axis_sizes):
             target[p] = size
         return tf.reshape(value, target)
+
+    def weights_in_input_order(self):
+        values = self.get_weights()
+        if self.weight_layout == "axis_order":
+            # Stored with dims in `axis` order; put in the input's order.
+            values = [np.transpose(v, self._built_order) for v in values]
+        return values
+
+    def set_weights_in_input_order(self, values):
+        if self.weight_layout == "axis_order":
+            sizes = [self._axis_sizes[i] for i in self._built_order]
+            inverse = np.argsort(self._built_order)
+            values = [np.transpose(np.reshape(v, sizes), inverse) for v in values]
+        super().set_weights_in_input_order(values)
 
     def _gamma_beta(self, x, positive):
         """γ and β broadcast to the rank of `x` in its statistics dtype, or

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from tfnorm._keras import Layer, add_weight, keep_input_dtype, plain_axis, tf
 from tfnorm.layers.arguments import (
     FLOAT32_NORMAL_RANGE,
@@ -169,6 +171,34 @@ class BaseNormalization(Layer):
         statistics in `statistics_dtype`; the output's dtype is cast to the
         compute dtype afterwards (a no-op when the formula made it so)."""
         raise NotImplementedError
+
+    def weights_in_input_order(self):
+        """The layer's weight values, each laid out as Keras's own norms lay
+        theirs out: its entries in the order of the input's dims.
+
+        Keras's `LayerNormalization` and this layer (with the default
+        `weight_layout="keras"`) store weights that way already; a layer
+        that stores them otherwise (tfnorm 0.1.0's `"axis_order"` layout)
+        puts them in that order here, so another norm can take them with
+        `set_weights_in_input_order`.
+
+        Returns:
+            A list of NumPy arrays, in the order of `self.weights`.
+        """
+        return self.get_weights()
+
+    def set_weights_in_input_order(self, values):
+        """Sets the layer's weights from values laid out as
+        `weights_in_input_order` returns them (Keras's layout), reshaped to
+        the layer's own weight shapes.
+
+        Args:
+            values: a list of arrays, one per weight, in the order of
+                `self.weights`.
+        """
+        self.set_weights(
+            [np.reshape(v, tuple(w.shape)) for v, w in zip(values, self.weights)]
+        )
 
     def reduction_axes(self, rank):
         """The dims this layer normalises over in an input of `rank`,

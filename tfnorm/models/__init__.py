@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from tfnorm._keras import save_model
-from tfnorm.models.builders import build_classifier, build_encoder, encoder_layer
-from tfnorm.models.convert import replace_norms
-from tfnorm.models.encoder_block import NORM_POSITIONS, TransformerEncoderBlock
+from tfnorm.choices import NORM_POSITIONS
+from tfnorm.models.builders import build_encoder, encoder_from_keras_hub, encoder_layer
+from tfnorm.models.classifier import build_classifier
+from tfnorm.models.encoder_block import TransformerEncoderBlock
 from tfnorm.models.encoder_model import EncoderModel
 from tfnorm.models.matrix_initializer import MatrixInitializer
+from tfnorm.models.norm_swap import ConversionError, replace_norms
 from tfnorm.models.text_layers import (
     PaddingMask,
     SequencePooling,
@@ -15,6 +17,7 @@ from tfnorm.models.text_layers import (
 )
 
 __all__ = [
+    "ConversionError",
     "EncoderModel",
     "MatrixInitializer",
     "NORM_POSITIONS",
@@ -24,6 +27,7 @@ __all__ = [
     "TransformerEncoderBlock",
     "build_classifier",
     "build_encoder",
+    "encoder_from_keras_hub",
     "encoder_layer",
     "replace_norms",
     "save_model",

@@ -1,17 +1,17 @@
-"""Functional builders: one encoder layer, an encoder stack, a text classifier."""
+"""Functional builders: one encoder layer, an encoder stack, and an encoder
+stack from keras-hub's."""
 
 from __future__ import annotations
 
-from tfnorm._checks import check_positive_int, check_rate
+from tfnorm._checks import check_positive_int
 from tfnorm._keras import keras
 from tfnorm.layers.factory import norm_from_spec
 from tfnorm.models.encoder_block import TransformerEncoderBlock, validate_norm_position
 from tfnorm.models.encoder_model import EncoderModel
-from tfnorm.models.text_layers import (
-    PaddingMask,
-    SequencePooling,
-    TokenAndPositionEmbedding,
-    validate_pooling,
+from tfnorm.models.keras_hub_reader import (
+    copy_keras_hub_encoder_weights,
+    keras_hub_encoder_options,
+    keras_hub_option,
 )
 
 # Positions whose last block leaves an un-normalised residual stream, so the
@@ -210,106 +210,98 @@ def build_encoder(
     return EncoderModel([sequence, padding_mask], x, name=name)
 
 
-def build_classifier(
-    vocab_size,
-    max_len,
-    num_classes,
-    *,
-    num_layers,
-    d_model,
-    num_heads,
-    dff,
-    norm="layer",
-    norm_position="pre",
-    pooling="mean",
-    dropout_rate=0.1,
-    epsilon=None,
-    final_norm=None,
-    embeddings_initializer="uniform",
-    pad_id=0,
-    name="classifier",
-    **block_options,
-):
-    """A Transformer text classifier: token ids → class **logits**.
+def encoder_from_keras_hub(layers, name="encoder"):
+    """A `tfnorm.build_encoder` model equal to a stack of keras-hub encoders.
 
-    Token + learned position embeddings (`embedding`), dropout, the encoder
-    from `build_encoder` (nested as the sub-model `encoder`), pooling that
-    ignores padding (`pooling`), dropout and a Dense head (`logits`, kept
-    in float32 under mixed precision).
-
-    The model returns logits, not probabilities: compile with
-    `keras.losses.SparseCategoricalCrossentropy(from_logits=True)`. Taking
-    the log of a softmax computed separately loses precision for confident
-    predictions (probabilities round to 0 or 1, especially in float16),
-    while the fused log-softmax inside the loss stays exact; apply
-    `softmax` yourself when you need probabilities.
+    `layers` are built `keras_hub.layers.TransformerEncoder`s applied one
+    after the other (as in keras-hub's BERT backbone, say). Each is read as
+    by `TransformerEncoderBlock.from_keras_hub`; all must share the hidden size,
+    heads, `intermediate_dim`, dropout, activation and `normalize_first`
+    (the epsilon may differ per layer). The model is
+    `tfnorm.build_encoder(len(layers), ...)` without a final norm: Post-LN
+    blocks end on a norm, and keras-hub's Pre-LN encoders have none after
+    the last block (a keras-hub model that adds one keeps it outside the
+    stack). Blocks `block_0, block_1, ...` get the layers' weights, so the
+    model's outputs match the stack's, with or without a padding mask
+    (`model([x, padding_mask])`).
 
     Example:
 
-    >>> import numpy as np, tfnorm
-    >>> model = tfnorm.build_classifier(
-    ...     1000, 16, 2, num_layers=2, d_model=32, num_heads=4, dff=64)
-    >>> ids = np.array([[5, 8, 13, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]])
-    >>> model(ids).shape
-    TensorShape([1, 2])
+    ```python
+    import keras_hub
+    import numpy as np
+    from tfnorm.models import encoder_from_keras_hub
+
+    x = np.random.rand(2, 10, 32).astype("float32")
+    stack = [keras_hub.layers.TransformerEncoder(64, 4) for _ in range(2)]
+    y = x
+    for layer in stack:
+        y = layer(y)
+    encoder = encoder_from_keras_hub(stack)  # Post-LN, no final norm
+    np.testing.assert_allclose(encoder(x), y, atol=1e-5)
+    ```
 
     Args:
-        vocab_size: int, the number of token ids.
-        max_len: int, the sequence length of the inputs `(batch, max_len)`.
-        num_classes: int, the number of output logits.
-        num_layers, d_model, num_heads, dff: the encoder's size.
-        norm: a `tfnorm.get_norm` spec for every norm. Defaults to
-            `"layer"`.
-        norm_position: `"post"`, `"pre"`, `"sandwich"` or `"deepnorm"`.
-            Defaults to `"pre"`.
-        pooling: `"mean"` (average over real tokens) or `"cls"` (the first
-            token's output; put a classification token first). Defaults to
-            `"mean"`.
-        dropout_rate: float in [0, 1), used after the embeddings, in the
-            blocks and before the head. Defaults to `0.1`.
-        epsilon: as `build_encoder`. Defaults to `None`.
-        final_norm: as `build_encoder`. Defaults to `None`.
-        embeddings_initializer: initializer of the token and position
-            tables. Defaults to `"uniform"`.
-        pad_id: int, the padding token id. Defaults to `0`.
-        name: the model name. Defaults to `"classifier"`.
-        **block_options: other `TransformerEncoderBlock` options.
+        layers: a non-empty list of built keras-hub `TransformerEncoder`s.
+        name: the model name. Defaults to `"encoder"`.
 
     Returns:
-        A `keras.Model` from int token ids `(batch, max_len)` to logits
-        `(batch, num_classes)`.
-    """
-    vocab_size = check_positive_int("vocab_size", vocab_size)
-    max_len = check_positive_int("max_len", max_len)
-    num_classes = check_positive_int("num_classes", num_classes)
-    pooling = validate_pooling(pooling)
-    dropout_rate = check_rate("dropout_rate", dropout_rate)
+        A `tfnorm.models.EncoderModel` (inputs: the sequence, or
+        `[sequence, padding_mask]`).
 
-    encoder = build_encoder(
-        num_layers,
+    Raises:
+        ValueError: `layers` is empty, a layer cannot be converted (see
+            `TransformerEncoderBlock.from_keras_hub`), or the layers differ in an
+            option other than the epsilon (the message names it and both
+            values).
+    """
+    layers = list(layers)
+    if not layers:
+        raise ValueError(
+            "encoder_from_keras_hub needs at least one TransformerEncoder. "
+            f"Received: layers={layers!r}"
+        )
+    options = [
+        keras_hub_encoder_options(layer, f"layers[{index}] ({layer.name})")
+        for index, layer in enumerate(layers)
+    ]
+    # Compared by keras-hub's names, which the user knows.
+    shared = {
+        "hidden_dim": "d_model",
+        "intermediate_dim": "dff",
+        "num_heads": "num_heads",
+        "dropout": "dropout_rate",
+        "activation": "activation",
+        "normalize_first": "norm_position",
+    }
+    first = options[0]
+    for index, other in enumerate(options[1:], start=1):
+        for hub_name, key in shared.items():
+            if other[key] != first[key]:
+                ours, theirs = (
+                    keras_hub_option(layers[0], hub_name),
+                    keras_hub_option(layers[index], hub_name),
+                )
+                raise ValueError(
+                    "build_encoder gives every block the same options, but "
+                    f"layers[0] and layers[{index}] differ in `{hub_name}`. "
+                    f"Received: {hub_name}={ours!r} and {hub_name}={theirs!r}"
+                )
+    block_options = dict(first)
+    d_model = block_options.pop("d_model")
+    num_heads = block_options.pop("num_heads")
+    dff = block_options.pop("dff")
+    block_options.pop("epsilon")
+    model = build_encoder(
+        len(layers),
         d_model,
         num_heads,
         dff,
-        dropout_rate=dropout_rate,
-        norm=norm,
-        norm_position=norm_position,
-        epsilon=epsilon,
-        final_norm=final_norm,
-        seq_len=max_len,
+        epsilon=[o["epsilon"] for o in options],
+        final_norm=False,
+        name=name,
         **block_options,
     )
-    token_ids = keras.Input(shape=(max_len,), dtype="int32", name="token_ids")
-    x = TokenAndPositionEmbedding(
-        vocab_size,
-        max_len,
-        d_model,
-        embeddings_initializer=embeddings_initializer,
-        name="embedding",
-    )(token_ids)
-    padding_mask = PaddingMask(pad_id, name="padding_mask")(token_ids)
-    x = keras.layers.Dropout(dropout_rate, name="embedding_dropout")(x)
-    x = encoder([x, padding_mask])
-    x = SequencePooling(pooling, name="pooling")([x, padding_mask])
-    x = keras.layers.Dropout(dropout_rate, name="head_dropout")(x)
-    logits = keras.layers.Dense(num_classes, dtype="float32", name="logits")(x)
-    return keras.Model(token_ids, logits, name=name)
+    for index, layer in enumerate(layers):
+        copy_keras_hub_encoder_weights(layer, model.get_layer(f"block_{index}"))
+    return model

@@ -1,21 +1,8 @@
-"""`TransformerEncoderBlock`: one encoder layer with a choice of norm position.
-
-One layer, one module, as Keras writes its layers: the class's docstring
-(the four placements, masks, sublayer names, arguments) is a quarter of the
-file, and the helpers above the class (DeepNet's constants, the initializer
-seed, the norm spec) exist for it alone; only `validate_norm_position` is
-shared, with the builders.
-"""
+"""`TransformerEncoderBlock`: one encoder layer with a choice of norm position."""
 
 from __future__ import annotations
 
-from tfnorm._checks import (
-    check_choice,
-    check_heads,
-    check_positive_int,
-    check_rate,
-    is_int,
-)
+from tfnorm._checks import check_heads, check_positive_int, check_rate
 from tfnorm._keras import (
     Layer,
     attention_projections,
@@ -28,42 +15,24 @@ from tfnorm._keras import (
     tf,
     without_keras_mask,
 )
-from tfnorm.choices import NORM_POSITIONS
 from tfnorm.layers.factory import norm_from_spec
+from tfnorm.models.block_parts import (
+    checked_depth,
+    combined_attention_mask,
+    deepnorm_alpha,
+    deepnorm_beta,
+    kernel_initializer_copy,
+    optional_rate,
+    redraw_seeded_projections,
+    scale_kernels,
+    serializable_norm_spec,
+    validate_norm_position,
+)
+from tfnorm.models.keras_hub_reader import (
+    copy_keras_hub_encoder_weights,
+    keras_hub_encoder_options,
+)
 from tfnorm.models.matrix_initializer import MatrixInitializer
-
-
-def validate_norm_position(norm_position):
-    """Returns `norm_position` lower-cased, or raises naming the four choices."""
-    if isinstance(norm_position, str) and norm_position.lower() in NORM_POSITIONS:
-        return norm_position.lower()
-    return check_choice("norm_position", norm_position, NORM_POSITIONS)
-
-
-def deepnorm_alpha(num_layers_total):
-    """DeepNet's residual scale α = (2L)^(1/4) for an L-layer encoder."""
-    return (2.0 * num_layers_total) ** 0.25
-
-
-def deepnorm_beta(num_layers_total):
-    """DeepNet's initialisation gain β = (8L)^(-1/4) for an L-layer encoder."""
-    return (8.0 * num_layers_total) ** -0.25
-
-
-def _initializer_seed(config):
-    # The integer seed of a serialised initializer, or None.
-    seed = config.get("config", {}).get("seed") if isinstance(config, dict) else None
-    return seed if is_int(seed) else None
-
-
-def _serializable_norm_spec(norm, epsilon):
-    # A trial norm fails early, in `__init__`, on a bad spec or epsilon.
-    # Names and config dicts are stored as given; a class or an instance is
-    # turned into a config dict so `get_config` stays JSON-serialisable.
-    norm_from_spec(norm, "norm", epsilon=epsilon)
-    if isinstance(norm, (str, dict)):
-        return norm
-    return keras.layers.serialize(norm_from_spec(norm, "norm"))
 
 
 @register_serializable
@@ -199,29 +168,14 @@ class TransformerEncoderBlock(Layer):
         self.dff = check_positive_int("dff", dff)
         check_heads(self.d_model, self.num_heads)
         self.dropout_rate = check_rate("dropout_rate", dropout_rate)
-        self.attention_dropout = (
-            None
-            if attention_dropout is None
-            else check_rate("attention_dropout", attention_dropout)
-        )
-        self.ffn_dropout = (
-            None if ffn_dropout is None else check_rate("ffn_dropout", ffn_dropout)
-        )
-        self.norm = _serializable_norm_spec(norm, epsilon)
+        self.attention_dropout = optional_rate("attention_dropout", attention_dropout)
+        self.ffn_dropout = optional_rate("ffn_dropout", ffn_dropout)
+        self.norm = serializable_norm_spec(norm, epsilon)
         self.norm_position = validate_norm_position(norm_position)
         self.epsilon = epsilon
         self.activation = keras.activations.get(activation)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
-        if num_layers_total is not None:
-            num_layers_total = check_positive_int("num_layers_total", num_layers_total)
-        if self.norm_position == "deepnorm" and num_layers_total is None:
-            raise ValueError(
-                "norm_position='deepnorm' needs the encoder's total depth for "
-                "its residual scale and initial weight gain. Pass "
-                "`num_layers_total` (tfnorm.build_encoder does). Received: "
-                "num_layers_total=None"
-            )
-        self.num_layers_total = num_layers_total
+        self.num_layers_total = checked_depth(self.norm_position, num_layers_total)
         self.key_dim = self.d_model // self.num_heads
         self.supports_masking = True
 
@@ -229,20 +183,18 @@ class TransformerEncoderBlock(Layer):
     def from_keras_hub(cls, layer):
         """The block equal to a built `keras_hub.layers.TransformerEncoder`.
 
-        Same hidden size, heads, `dff` (`intermediate_dim`), activation,
-        epsilon, dropout sites and norm position (`normalize_first=True` is
-        `"pre"`, False `"post"`), with `layer`'s weights copied, so outputs
-        match (float32, 1e-5), with or without a padding mask. See
-        `tfnorm.models.convert.encoder_block_from_keras_hub`, which does
-        the work; `tfnorm.models.convert.encoder_from_keras_hub` converts a
-        whole stack into a `tfnorm.build_encoder` model.
+        Builds `cls(**options)` from `layer`'s sizes, activation, epsilon,
+        dropout sites and norm position (`normalize_first=True` is `"pre"`),
+        as `tfnorm.models.keras_hub_reader.keras_hub_encoder_options` reads
+        them, and copies its weights, so outputs match (float32, 1e-5), with
+        or without a padding mask. `layer` is not changed, and keras-hub is
+        not imported. `tfnorm.models.encoder_from_keras_hub` converts a
+        stack.
 
         Example:
 
         ```python
-        import keras_hub
-        import numpy as np
-        import tfnorm
+        import keras_hub, numpy as np, tfnorm
 
         hub = keras_hub.layers.TransformerEncoder(64, 4)  # Post-LN
         x = np.random.rand(2, 10, 32).astype("float32")
@@ -255,37 +207,19 @@ class TransformerEncoderBlock(Layer):
             layer: a built `keras_hub.layers.TransformerEncoder`.
 
         Returns:
-            A built `TransformerEncoderBlock` with `layer`'s weights.
+            A built block of class `cls`, named like `layer`, with its
+            weights.
 
         Raises:
             ValueError: naming the option (and its value) that tfnorm's
                 block has no counterpart for, or saying `layer` is not a
                 built keras-hub `TransformerEncoder`.
         """
-        from tfnorm.models.convert import encoder_block_from_keras_hub
-
-        if cls is not TransformerEncoderBlock:
-            raise TypeError(
-                "from_keras_hub builds a tfnorm.TransformerEncoderBlock; "
-                f"call it on that class. Received: cls={cls.__name__}"
-            )
-        return encoder_block_from_keras_hub(layer)
-
-    # -- construction -----------------------------------------------------
-
-    def _clone_initializer(self, index=0):
-        """A copy of `kernel_initializer` for the block's kernel number `index`.
-
-        A seeded initializer's copies would all repeat its seed, giving
-        equally shaped kernels the same values; kernel `index` gets
-        `seed + index` instead (0-3 attention query, key, value, output;
-        4 and 5 the FFN kernels).
-        """
-        config = keras.initializers.serialize(self.kernel_initializer)
-        seed = _initializer_seed(config)
-        if seed is not None:
-            config = dict(config, config=dict(config["config"], seed=seed + index))
-        return keras.initializers.get(config)
+        options = keras_hub_encoder_options(layer)
+        block = cls(name=layer.name, dtype=layer.dtype_policy, **options)
+        block.build((None, None, options["d_model"]))
+        copy_keras_hub_encoder_weights(layer, block)
+        return block
 
     def _make_norm(self, name):
         return norm_from_spec(
@@ -312,7 +246,10 @@ class TransformerEncoderBlock(Layer):
         self._build_ffn_branch(shape)
         if self.norm_position == "deepnorm":
             _, _, value, output = projections
-            self._scale_for_deepnorm((value, output, self.ffn_inner, self.ffn_output))
+            scale_kernels(
+                (value, output, self.ffn_inner, self.ffn_output),
+                deepnorm_beta(self.num_layers_total),
+            )
         self.built = True
 
     def _build_norms(self, shape):
@@ -340,36 +277,20 @@ class TransformerEncoderBlock(Layer):
             key_dim=self.key_dim,
             dropout=attention_rate,
             kernel_initializer=MatrixInitializer(
-                self._clone_initializer(), (self.d_model, self.d_model)
+                kernel_initializer_copy(self.kernel_initializer),
+                (self.d_model, self.d_model),
             ),
             dtype=self.dtype_policy,
             name="attention",
         )
         build_attention(self.attention, shape, shape)
         projections = attention_projections(self.attention)
-        self._redraw_seeded_projections(projections)
+        redraw_seeded_projections(self.kernel_initializer, projections, self.d_model)
         self.attention_dropout_layer = self._dropout(
             self.dropout_rate, "attention_dropout"
         )
         build_sublayer(self.attention_dropout_layer, shape)
         return projections
-
-    def _redraw_seeded_projections(self, projections):
-        # MultiHeadAttention copies its one initializer to all four
-        # projections, so a seeded one gives query, key, value and output
-        # the same matrix in Keras 3 and tf_keras; draw the last three again
-        # with their own seeds.
-        seed = _initializer_seed(keras.initializers.serialize(self.kernel_initializer))
-        if seed is None:
-            return
-        for index, dense in enumerate(projections[1:], start=1):
-            initializer = MatrixInitializer(
-                self._clone_initializer(index), (self.d_model, self.d_model)
-            )
-            with tf.init_scope():
-                dense.kernel.assign(
-                    initializer(dense.kernel.shape, dtype=dense.kernel.dtype)
-                )
 
     def _build_ffn_branch(self, shape):
         """`ffn_inner`, `ffn_dropout`, `ffn_output` and `output_dropout`."""
@@ -377,7 +298,7 @@ class TransformerEncoderBlock(Layer):
         self.ffn_inner = keras.layers.Dense(
             self.dff,
             activation=self.activation,
-            kernel_initializer=self._clone_initializer(4),
+            kernel_initializer=kernel_initializer_copy(self.kernel_initializer, 4),
             dtype=self.dtype_policy,
             name="ffn_inner",
         )
@@ -386,7 +307,7 @@ class TransformerEncoderBlock(Layer):
         build_sublayer(self.ffn_dropout_layer, shape)
         self.ffn_output = keras.layers.Dense(
             self.d_model,
-            kernel_initializer=self._clone_initializer(5),
+            kernel_initializer=kernel_initializer_copy(self.kernel_initializer, 5),
             dtype=self.dtype_policy,
             name="ffn_output",
         )
@@ -394,22 +315,9 @@ class TransformerEncoderBlock(Layer):
         self.output_dropout = self._dropout(self.dropout_rate, "output_dropout")
         build_sublayer(self.output_dropout, shape)
 
-    def _scale_for_deepnorm(self, dense_layers):
-        # MultiHeadAttention has one kernel initializer for all four
-        # projections, but DeepNet scales only value and output (query and
-        # key keep gain 1), so those kernels are scaled after creation, with
-        # both FFN kernels. Loading saved weights overwrites this, as it
-        # should.
-        beta = deepnorm_beta(self.num_layers_total)
-        for dense in dense_layers:
-            with tf.init_scope():
-                dense.kernel.assign(dense.kernel * beta)
-
     def get_build_config(self):
         # `build` needs only x's shape, not the masks'.
         return single_input_build_config(super().get_build_config())
-
-    # -- forward ----------------------------------------------------------
 
     @property
     def residual_scale(self):
@@ -417,19 +325,6 @@ class TransformerEncoderBlock(Layer):
         if self.norm_position == "deepnorm":
             return deepnorm_alpha(self.num_layers_total)
         return 1.0
-
-    def _attention_mask(self, x, padding_mask, attention_mask):
-        mask = None
-        if padding_mask is not None:
-            keys = tf.cast(padding_mask, tf.bool)[:, tf.newaxis, :]
-            queries = tf.ones(tf.shape(x)[:2], dtype=tf.bool)[:, :, tf.newaxis]
-            mask = tf.logical_and(queries, keys)
-        if attention_mask is not None:
-            attention_mask = tf.cast(attention_mask, tf.bool)
-            mask = (
-                attention_mask if mask is None else tf.logical_and(mask, attention_mask)
-            )
-        return mask
 
     def _self_attention(self, x, mask, training):
         # `mask` already holds the padding; attention must not consume the
@@ -445,7 +340,7 @@ class TransformerEncoderBlock(Layer):
     def call(self, x, padding_mask=None, attention_mask=None, training=None, mask=None):
         if padding_mask is None:
             padding_mask = mask if mask is not None else get_keras_mask(x)
-        attn_mask = self._attention_mask(x, padding_mask, attention_mask)
+        attn_mask = combined_attention_mask(x, padding_mask, attention_mask)
         position = self.norm_position
 
         def attention_branch(inputs):

@@ -1,4 +1,5 @@
-"""`tfnorm.replace_norms`: Keras norms to tfnorm's and back, same outputs."""
+"""`tfnorm.replace_norms` (tfnorm/models/norm_swap.py): Keras norms to
+tfnorm's and back, same outputs."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 import tfnorm
 from tests.conftest import run_python
 from tests.models import user_models
-from tests.testing import random_input
+from tests.testing import import_keras_hub, random_input
 from tfnorm import _keras
 from tfnorm._keras import keras, keras_rms_normalization
 
@@ -396,14 +397,8 @@ def test_saved_user_model_reloads_with_keras_norms_and_same_outputs(tmp_path):
 # -- keras-hub backbones from tiny configs (no downloads) ---------------------
 
 
-def _keras_hub():
-    if not _keras.IS_KERAS_3:
-        pytest.skip("keras-hub needs Keras 3 (this runtime is Keras 2)")
-    return pytest.importorskip("keras_hub", reason="keras_hub is not importable")
-
-
 def _backbone(name):
-    keras_hub = _keras_hub()
+    keras_hub = import_keras_hub()
     models = keras_hub.models
     small = {"vocabulary_size": 50, "num_layers": 2, "hidden_dim": 8}
     if name == "bert":
@@ -507,27 +502,65 @@ def test_keras_hub_backbone_converts_trains_reloads_and_goes_back(name, tmp_path
     np.testing.assert_allclose(_sequence(back, x), trained, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("name", ["bert", "gpt2"])
-def test_keras_hub_backbone_saved_converted_reloads_with_same_outputs(name, tmp_path):
-    # Their norms are Keras's LayerNormalization, whose weights Keras's file
-    # finds under the same names as tfnorm's; not so for a top-level keras-hub
-    # RMS norm (Llama's, Gemma's final norm), see README.
+@pytest.mark.parametrize("name", sorted(HUB_NORMS))
+def test_keras_hub_backbone_trained_after_conversion_saves_what_it_learned(
+    name, tmp_path
+):
+    # The weights change after the conversion, as in fine-tuning: a file
+    # holding the replaced norms' (initial) weights would show here, as would
+    # a top-level norm filed under another class name (Llama's final norm).
     backbone = _backbone(name)
-    user_models.randomize_norms(backbone)
     x = _backbone_inputs(name)
     moved = tfnorm.replace_norms(backbone)
-    for variable in moved.weights:
-        variable.assign(variable + 0.01)
+    user_models.randomize_norms(moved, seed=5)
     path = str(tmp_path / "backbone.keras")
     moved.save(path)
     reloaded = keras.models.load_model(path)
+    for (_, saved), (_, loaded) in zip(_find_norms(moved), _find_norms(reloaded)):
+        np.testing.assert_array_equal(
+            np.asarray(loaded.weights[0]), np.asarray(saved.weights[0])
+        )
+    # Reloaded, Gemma's norms are keras-hub's again (1 / sqrt, not rsqrt).
+    tolerance = 1e-4 if name == "gemma" else 1e-5
     np.testing.assert_allclose(
-        _sequence(reloaded, x), _sequence(moved, x), rtol=1e-5, atol=1e-5
+        _sequence(reloaded, x), _sequence(moved, x), rtol=1e-5, atol=tolerance
+    )
+
+
+def _h5_datasets(path):
+    import h5py
+
+    found = []
+    with h5py.File(path, "r") as file:
+        file.visititems(
+            lambda name, item: (
+                found.append(name) if isinstance(item, h5py.Dataset) else None
+            )
+        )
+    return found
+
+
+@pytest.mark.parametrize("name", ["bert", "gpt2", "llama"])
+def test_keras_hub_backbone_checkpoints_hold_only_the_variables_it_uses(name, tmp_path):
+    from tfnorm._keras import tf
+
+    x = _backbone_inputs(name)
+    moved = tfnorm.replace_norms(_backbone(name))
+    user_models.randomize_norms(moved, seed=7)
+    weights_file = str(tmp_path / "backbone.weights.h5")
+    moved.save_weights(weights_file)
+    assert len(_h5_datasets(weights_file)) == len(moved.weights)
+
+    prefix = tf.train.Checkpoint(model=moved).write(str(tmp_path / "ckpt"))
+    fresh = tfnorm.replace_norms(_backbone(name))
+    tf.train.Checkpoint(model=fresh).read(prefix).assert_consumed()
+    np.testing.assert_allclose(
+        _sequence(fresh, x), _sequence(moved, x), rtol=1e-5, atol=1e-5
     )
 
 
 def test_keras_hub_encoder_inside_a_user_model_converts_in_a_copy():
-    keras_hub = _keras_hub()
+    keras_hub = import_keras_hub()
     inputs = keras.Input((6, 16))
     encoder = keras_hub.layers.TransformerEncoder(32, 4, name="hub_encoder")
     outputs = keras.layers.LayerNormalization(name="final_ln")(encoder(inputs))
@@ -547,173 +580,101 @@ def test_keras_hub_encoder_inside_a_user_model_converts_in_a_copy():
     assert type(encoder._self_attention_layer_norm) is keras.layers.LayerNormalization
 
 
-# -- keras-hub TransformerEncoder weights onto tfnorm's blocks -----------------
-
-D_MODEL, SEQ = 16, 6
+# -- compiled models and masks -------------------------------------------------
 
 
-def _hub_encoder(normalize_first, seed=0, **options):
-    """A built keras-hub TransformerEncoder with non-trivial weights."""
-    keras_hub = _keras_hub()
-    options = {
-        "intermediate_dim": 24,
-        "num_heads": 4,
-        "dropout": 0.1,
-        "activation": "gelu",
-        "layer_norm_epsilon": 1e-6,
-        **options,
-    }
-    layer = keras_hub.layers.TransformerEncoder(
-        normalize_first=normalize_first, **options
+def _compiled_model(seed=0):
+    keras.utils.set_random_seed(seed)
+    inputs = keras.Input((6,))
+    x = keras.layers.Dense(6)(inputs)
+    x = keras.layers.LayerNormalization(name="ln")(x)
+    outputs = keras.layers.Dense(1)(x)
+    model = keras.Model(inputs, outputs)
+    model.compile(optimizer=keras.optimizers.Adam(0.05), loss="mse")
+    return model
+
+
+def _regression_data():
+    rng = np.random.default_rng(0)
+    return rng.standard_normal((16, 6)).astype("float32"), rng.standard_normal(
+        (16, 1)
+    ).astype("float32")
+
+
+def test_converted_in_place_a_compiled_model_trains_on_as_if_unconverted():
+    x, y = _regression_data()
+    reference, converted = _compiled_model(), _compiled_model()
+    for model in (reference, converted):
+        model.fit(x, y, batch_size=8, epochs=1, shuffle=False, verbose=0)
+    tfnorm.replace_norms(converted, inplace=True)
+    assert type(converted.get_layer("ln")).__module__.startswith("tfnorm.")
+    for model in (reference, converted):
+        model.fit(x, y, batch_size=8, epochs=1, shuffle=False, verbose=0)
+    # Same steps, same Adam moments: the new norm's weights moved as the
+    # old one's would have.
+    assert int(converted.optimizer.iterations) == int(reference.optimizer.iterations)
+    for new, old in zip(
+        converted.get_layer("ln").weights, reference.get_layer("ln").weights
+    ):
+        np.testing.assert_allclose(np.asarray(new), np.asarray(old), atol=1e-5)
+    _assert_same_outputs(converted, reference, x)
+
+
+def test_a_copy_of_a_compiled_model_says_its_optimizer_starts_afresh():
+    x, y = _regression_data()
+    model = _compiled_model()
+    model.fit(x, y, batch_size=8, epochs=1, verbose=0)
+    with pytest.warns(UserWarning, match="starts afresh.*inplace=True"):
+        copy = tfnorm.replace_norms(model)
+    if _keras.is_compiled(copy):
+        assert copy.optimizer is not model.optimizer
+    assert _keras.is_compiled(model)
+
+
+def _embedding_model():
+    ids = keras.Input((5,), dtype="int32")
+    x = keras.layers.Embedding(10, 8, mask_zero=True)(ids)
+    x = keras.layers.LayerNormalization(name="ln")(x)
+    return keras.Model(ids, keras.layers.GlobalAveragePooling1D()(x))
+
+
+def _masking_model():
+    inputs = keras.Input((5, 8))
+    x = keras.layers.Masking()(inputs)
+    x = keras.layers.LayerNormalization(name="ln")(x)
+    return keras.Model(inputs, keras.layers.LSTM(3)(x))
+
+
+def _build_encoder_model():
+    # README: an implicit mask from the embedding reaches build_encoder.
+    ids = keras.Input((5,), dtype="int32")
+    x = keras.layers.Embedding(10, 8, mask_zero=True)(ids)
+    encoder = tfnorm.build_encoder(
+        1, 8, 2, 16, dropout_rate=0.0, with_padding_mask=False, name="encoder"
     )
-    layer.build((None, None, D_MODEL))
-    rng = np.random.default_rng(seed)
-    layer.set_weights(
-        [w + 0.1 * rng.standard_normal(w.shape) for w in layer.get_weights()]
-    )
-    return layer
-
-
-def _hub_inputs():
-    rng = np.random.default_rng(1)
-    x = rng.standard_normal((2, SEQ, D_MODEL)).astype("float32")
-    padding_mask = np.array([[1] * SEQ, [1] * 4 + [0] * (SEQ - 4)], "int32")
-    return x, padding_mask
-
-
-@pytest.mark.parametrize("normalize_first", [False, True])
-def test_keras_hub_encoder_becomes_a_block_with_the_same_outputs(normalize_first):
-    hub = _hub_encoder(normalize_first)
-    block = tfnorm.TransformerEncoderBlock.from_keras_hub(hub)
-    config = block.get_config()
-    assert config["norm_position"] == ("pre" if normalize_first else "post")
-    assert (config["d_model"], config["num_heads"], config["dff"]) == (16, 4, 24)
-    assert config["epsilon"] == 1e-6 and config["activation"] == "gelu"
-    assert config["dropout_rate"] == config["attention_dropout"] == 0.1
-    assert config["ffn_dropout"] == 0.0  # keras-hub has no dropout there
-    x, padding_mask = _hub_inputs()
-    np.testing.assert_allclose(
-        np.asarray(block(x, training=False)),
-        np.asarray(hub(x, training=False)),
-        atol=1e-5,
-    )
-    # With a padding mask: real positions match (padded ones are meaningless).
-    ours = np.asarray(block(x, padding_mask=padding_mask, training=False))
-    theirs = np.asarray(hub(x, padding_mask=padding_mask, training=False))
-    real = padding_mask.astype(bool)
-    np.testing.assert_allclose(ours[real], theirs[real], atol=1e-5)
-    # The mask changes the outputs, so it was applied on both sides.
-    assert not np.allclose(ours[1, :4], np.asarray(block(x))[1, :4], atol=1e-4)
-
-
-@pytest.mark.parametrize("normalize_first", [False, True])
-def test_a_stack_of_keras_hub_encoders_becomes_a_build_encoder_model(
-    normalize_first,
-):
-    from tfnorm.models.convert import encoder_from_keras_hub
-
-    stack = [
-        _hub_encoder(normalize_first, seed=0),
-        _hub_encoder(normalize_first, seed=1, layer_norm_epsilon=1e-5),
-    ]
-    x, padding_mask = _hub_inputs()
-    expected = x
-    for layer in stack:
-        expected = layer(expected, padding_mask=padding_mask, training=False)
-    expected = np.asarray(expected)
-
-    encoder = encoder_from_keras_hub(stack)
-    assert [layer.name for layer in encoder.layers[2:]] == ["block_0", "block_1"]
-    assert encoder.get_layer("block_1").epsilon == 1e-5
-    ours = np.asarray(encoder([x, padding_mask], training=False))
-    real = padding_mask.astype(bool)
-    np.testing.assert_allclose(ours[real], expected[real], atol=1e-5)
-
-    # One training step after conversion: finite loss, every weight moves.
-    import tensorflow as tf
-
-    before = [np.array(v) for v in encoder.trainable_weights]
-    optimizer = keras.optimizers.Adam(1e-3)
-    with tf.GradientTape() as tape:
-        y = encoder([x, padding_mask], training=True)
-        loss = tf.reduce_mean(tf.square(y))
-    grads = tape.gradient(loss, encoder.trainable_weights)
-    optimizer.apply_gradients(zip(grads, encoder.trainable_weights))
-    assert np.isfinite(float(loss))
-    after = [np.array(v) for v in encoder.trainable_weights]
-    assert all(not np.array_equal(a, b) for a, b in zip(before, after))
-
-
-def test_a_converted_block_switches_to_rms_norm_and_pre_ln_for_fine_tuning():
-    hub = _hub_encoder(normalize_first=False)
-    block = tfnorm.TransformerEncoderBlock.from_keras_hub(hub)
-    x, _ = _hub_inputs()
-    # Same weights, other norm position: a config change.
-    pre = tfnorm.TransformerEncoderBlock.from_config(
-        dict(block.get_config(), norm_position="pre")
-    )
-    pre.build(x.shape)
-    pre.set_weights(block.get_weights())
-    assert pre.norm_position == "pre"
-    assert not np.allclose(np.asarray(pre(x)), np.asarray(block(x)), atol=1e-3)
-    # RMSNorm: the attention and FFN weights carry over, the norms' scale too.
-    rms = tfnorm.TransformerEncoderBlock.from_config(
-        dict(block.get_config(), norm="rms")
-    )
-    rms.build(x.shape)
-    for name in ("attention", "ffn_inner", "ffn_output"):
-        getattr(rms, name).set_weights(getattr(block, name).get_weights())
-    for name in ("attention_norm", "ffn_norm"):
-        norm = getattr(rms, name)
-        assert isinstance(norm, tfnorm.RMSNorm) and norm.epsilon == 1e-6
-        norm.gamma.assign(getattr(block, name).gamma)
-    model = keras.Sequential([keras.Input((SEQ, D_MODEL)), rms])
-    model.compile(optimizer="adam", loss="mse")
-    history = model.fit(x, np.zeros_like(x), epochs=1, verbose=0)
-    assert np.isfinite(history.history["loss"][0])
-
-
-def _double(t):  # an activation Keras has no name for
-    return t * 2.0
+    x = keras.layers.LayerNormalization(name="ln")(encoder(x))
+    return keras.Model(ids, keras.layers.GlobalAveragePooling1D()(x))
 
 
 @pytest.mark.parametrize(
-    "options, match",
+    "make, padded",
     [
-        ({"num_heads": 3}, "num_heads=3"),
-        ({"activation": _double}, "activation="),
+        (_embedding_model, "ids"),
+        (_masking_model, "zeros"),
+        (_build_encoder_model, "ids"),
     ],
+    ids=["embedding_mask_zero", "masking", "build_encoder"],
 )
-def test_a_keras_hub_option_tfnorm_lacks_is_one_value_error(options, match):
-    hub = _hub_encoder(normalize_first=False, **options)
-    with pytest.raises(ValueError, match=match):
-        tfnorm.TransformerEncoderBlock.from_keras_hub(hub)
-
-
-def test_unbuilt_foreign_and_mismatched_encoders_are_named():
-    from tfnorm.models.convert import encoder_from_keras_hub
-
-    keras_hub = _keras_hub()
-    with pytest.raises(ValueError, match="not built"):
-        tfnorm.TransformerEncoderBlock.from_keras_hub(
-            keras_hub.layers.TransformerEncoder(8, 2)
-        )
-    with pytest.raises(ValueError, match="Expected a keras_hub"):
-        tfnorm.TransformerEncoderBlock.from_keras_hub(keras.layers.Dense(3))
-
-    class WithOption(keras_hub.layers.TransformerEncoder):
-        def __init__(self, *args, gated=True, **kwargs):
-            super().__init__(*args, **kwargs)
-            self.gated = gated
-
-        def get_config(self):
-            return dict(super().get_config(), gated=self.gated)
-
-    layer = WithOption(8, 2)
-    layer.build((None, None, D_MODEL))
-    with pytest.raises(ValueError, match="gated=True"):
-        tfnorm.TransformerEncoderBlock.from_keras_hub(layer)
-    with pytest.raises(ValueError, match="normalize_first=False and "):
-        encoder_from_keras_hub([_hub_encoder(False), _hub_encoder(True)])
-    with pytest.raises(ValueError, match="layers=\\[\\]"):
-        encoder_from_keras_hub([])
+def test_a_model_whose_mask_is_used_downstream_converts(make, padded):
+    keras.utils.set_random_seed(0)
+    model = _randomize(make())
+    if padded == "ids":
+        x = np.array([[3, 4, 5, 0, 0], [1, 2, 9, 7, 0]], "int32")
+    else:
+        x = random_input((2, 5, 8), seed=1)
+        x[0, 3:] = 0.0
+    moved = tfnorm.replace_norms(model)
+    assert type(moved.get_layer("ln")).__module__.startswith("tfnorm.")
+    # The padding positions hold values that change the result unless the
+    # mask reaches the pooling / LSTM after the norm.
+    _assert_same_outputs(moved, model, x)

@@ -1,0 +1,130 @@
+"""What a Transformer block of tfnorm is made of, beside its layers: the norm
+positions and DeepNet's constants, the norm spec it stores, per-kernel
+initializers and the attention mask it builds from padding.
+
+Written for `TransformerEncoderBlock`; nothing here is specific to an
+encoder, so another block (a decoder's) takes the same pieces.
+"""
+
+from __future__ import annotations
+
+from tfnorm._checks import check_choice, check_positive_int, check_rate, is_int
+from tfnorm._keras import keras, tf
+from tfnorm.choices import NORM_POSITIONS
+from tfnorm.layers.factory import norm_from_spec
+from tfnorm.models.matrix_initializer import MatrixInitializer
+
+
+def validate_norm_position(norm_position):
+    """Returns `norm_position` lower-cased, or raises naming the four choices."""
+    if isinstance(norm_position, str) and norm_position.lower() in NORM_POSITIONS:
+        return norm_position.lower()
+    return check_choice("norm_position", norm_position, NORM_POSITIONS)
+
+
+def deepnorm_alpha(num_layers_total):
+    """DeepNet's residual scale α = (2L)^(1/4) for an L-layer encoder."""
+    return (2.0 * num_layers_total) ** 0.25
+
+
+def deepnorm_beta(num_layers_total):
+    """DeepNet's initialisation gain β = (8L)^(-1/4) for an L-layer encoder."""
+    return (8.0 * num_layers_total) ** -0.25
+
+
+def optional_rate(name, rate):
+    """`rate` checked as a dropout rate, or None (the block's default)."""
+    return None if rate is None else check_rate(name, rate)
+
+
+def checked_depth(norm_position, num_layers_total):
+    """`num_layers_total` checked: a positive int or None, required by
+    DeepNorm (its residual scale and initial gain depend on the depth)."""
+    if num_layers_total is not None:
+        num_layers_total = check_positive_int("num_layers_total", num_layers_total)
+    if norm_position == "deepnorm" and num_layers_total is None:
+        raise ValueError(
+            "norm_position='deepnorm' needs the encoder's total depth for "
+            "its residual scale and initial weight gain. Pass "
+            "`num_layers_total` (tfnorm.build_encoder does). Received: "
+            "num_layers_total=None"
+        )
+    return num_layers_total
+
+
+def initializer_seed(config):
+    """The integer seed of a serialised initializer, or None."""
+    seed = config.get("config", {}).get("seed") if isinstance(config, dict) else None
+    return seed if is_int(seed) else None
+
+
+def serializable_norm_spec(norm, epsilon):
+    """`norm` as a block stores it in its config: a name or config dict as
+    given, a class or an instance as its config dict (JSON-serialisable).
+
+    A trial norm is made first, so a bad spec or epsilon fails here, in the
+    block's `__init__`.
+    """
+    norm_from_spec(norm, "norm", epsilon=epsilon)
+    if isinstance(norm, (str, dict)):
+        return norm
+    return keras.layers.serialize(norm_from_spec(norm, "norm"))
+
+
+def kernel_initializer_copy(initializer, index=0):
+    """A copy of `initializer` for a block's kernel number `index`.
+
+    A seeded initializer's copies would all repeat its seed, giving equally
+    shaped kernels the same values; kernel `index` gets `seed + index`
+    instead.
+    """
+    config = keras.initializers.serialize(initializer)
+    seed = initializer_seed(config)
+    if seed is not None:
+        config = dict(config, config=dict(config["config"], seed=seed + index))
+    return keras.initializers.get(config)
+
+
+def redraw_seeded_projections(initializer, projections, width):
+    """Draws attention projections 1.. again, each with its own seed.
+
+    MultiHeadAttention copies its one initializer to all four projections,
+    so a seeded one gives query, key, value and output the same matrix in
+    Keras 3 and tf_keras; projection `i` gets `kernel_initializer_copy(i)`,
+    drawn as a `width x width` matrix.
+    """
+    if initializer_seed(keras.initializers.serialize(initializer)) is None:
+        return
+    for index, dense in enumerate(projections[1:], start=1):
+        matrix = MatrixInitializer(
+            kernel_initializer_copy(initializer, index), (width, width)
+        )
+        with tf.init_scope():
+            dense.kernel.assign(matrix(dense.kernel.shape, dtype=dense.kernel.dtype))
+
+
+def scale_kernels(dense_layers, gain):
+    """Multiplies the kernels of `dense_layers` by `gain` (DeepNet's β).
+
+    MultiHeadAttention has one kernel initializer for all four projections,
+    but DeepNet scales only value and output, so kernels are scaled after
+    creation; loading saved weights overwrites this, as it should.
+    """
+    for dense in dense_layers:
+        with tf.init_scope():
+            dense.kernel.assign(dense.kernel * gain)
+
+
+def combined_attention_mask(x, padding_mask, attention_mask):
+    """The boolean `(batch, query, key)` mask for self-attention over `x`:
+    keys hidden where `padding_mask` is 0, AND `attention_mask` if given;
+    None when neither is given."""
+    mask = None
+    if padding_mask is not None:
+        keys = tf.cast(padding_mask, tf.bool)[:, tf.newaxis, :]
+        queries = tf.ones(tf.shape(x)[:2], dtype=tf.bool)[:, :, tf.newaxis]
+        mask = tf.logical_and(queries, keys)
+    if attention_mask is not None:
+        attention_mask = tf.cast(attention_mask, tf.bool)
+        mask = attention_mask if mask is None else tf.logical_and(mask, attention_mask)
+    return mask
