@@ -5,6 +5,10 @@ from __future__ import annotations
 from tfnorm._keras import save_model
 from tfnorm.models.builders import build_classifier, build_encoder, encoder_layer
 from tfnorm.models.convert import replace_norms
+from tfnorm.models.decoder_block import TransformerDecoderBlock
+from tfnorm.models.decoder_builders import DECODER_PRESETS, build_decoder, decoder_layer
+from tfnorm.models.decoder_layers import PositionEmbedding, TokenEmbedding
+from tfnorm.models.decoder_model import DecoderModel
 from tfnorm.models.encoder_block import NORM_POSITIONS, TransformerEncoderBlock
 from tfnorm.models.encoder_model import EncoderModel
 from tfnorm.models.matrix_initializer import MatrixInitializer
@@ -15,6 +19,13 @@ from tfnorm.models.text_layers import (
 )
 
 __all__ = [
+    "DECODER_PRESETS",
+    "DecoderModel",
+    "PositionEmbedding",
+    "TokenEmbedding",
+    "TransformerDecoderBlock",
+    "build_decoder",
+    "decoder_layer",
     "EncoderModel",
     "MatrixInitializer",
     "NORM_POSITIONS",
