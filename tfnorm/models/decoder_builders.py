@@ -26,7 +26,7 @@ DECODER_PRESETS = {
         "feed_forward": "swiglu",
         "use_bias": False,
         "tie_embeddings": False,
-        "final_norm": True,
+        "final_norm": None,
         "dropout_rate": 0.0,
     },
     "gpt2": {
@@ -38,7 +38,7 @@ DECODER_PRESETS = {
         "feed_forward": "gelu_tanh",
         "use_bias": True,
         "tie_embeddings": True,
-        "final_norm": True,
+        "final_norm": None,
         "dropout_rate": 0.1,
     },
 }
@@ -175,7 +175,7 @@ def build_decoder(
     feed_forward        "swiglu"           "gelu_tanh"
     use_bias            False              True
     tie_embeddings      False              True
-    final_norm          True               True
+    final_norm          None               None   (one after Pre-/Sandwich-LN)
     dropout_rate        0.0                0.1
     ```
 
