@@ -62,7 +62,10 @@ def generate(
     ```
 
     Sampling uses stateless random ops: the same `seed` gives the same
-    tokens (in the same runtime and compile mode).
+    tokens (in the same runtime and compile mode). Row `i` of the batch
+    draws from its own stream of the seed, so a prompt sampled alone gives
+    the tokens it gets as the first row of any batch, and equal prompts in
+    one batch get different samples.
 
     Example:
 
@@ -139,9 +142,16 @@ def generate(
         tf.constant(p, tf.float32),
         tf.constant(stops, tf.int32),
     )
-    out = np.asarray(out)
+    out = np.array(out)
     if as_array:
-        return out[:, : longest + max_new_tokens]
+        out = out[:, : longest + max_new_tokens]
+        for row in out:
+            # The loop ends once every row has stopped: repeat each stop token
+            # to the end of its row.
+            hits = np.flatnonzero(np.isin(row[longest:], stops))
+            if hits.size:
+                row[longest + hits[0] :] = row[longest + hits[0]]
+        return out
     return [
         _trimmed(out[i], lengths[i], max_new_tokens, stops) for i in range(len(rows))
     ]
@@ -261,11 +271,25 @@ def _make_sampler(sampler, k):
 
 
 def _sample_categorical(logits, seed):
-    """One draw per row from softmax(logits): the Gumbel-max trick, with a
-    stateless uniform draw (XLA compiles it in every runtime, which it does
-    not for `stateless_categorical`)."""
-    uniform = tf.random.stateless_uniform(
-        tf.shape(logits), seed, minval=1e-20, maxval=1.0, dtype=tf.float32
+    """One draw per row from softmax(logits): the Gumbel-max trick.
+
+    Row `i` draws its noise from the stateless stream `(seed[0], seed[1] +
+    i * 2**20)`, so a row's draws depend on its index and the step, not on
+    the batch size. Stateless uniform draws compile under XLA in every
+    runtime (`stateless_categorical` does not in every one).
+    """
+    rows, vocab = logits.shape
+    uniform = tf.stack(
+        [
+            tf.random.stateless_uniform(
+                [vocab],
+                seed + tf.constant([0, row * 2**20], seed.dtype),
+                minval=1e-20,
+                maxval=1.0,
+                dtype=tf.float32,
+            )
+            for row in range(rows)
+        ]
     )
     gumbel = -tf.math.log(-tf.math.log(uniform))
     return tf.argmax(logits + gumbel, axis=-1, output_type=tf.int32)
