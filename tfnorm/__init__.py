@@ -44,11 +44,15 @@ def _load_library():
     # reachable and everything they register deserialises after a plain
     # `import tfnorm`.
     from tfnorm import _keras, callbacks, layers, training  # noqa: F401
+    from tfnorm.generation import generate
     from tfnorm.layers import get_norm
     from tfnorm.models import (
+        TransformerDecoderBlock,
         TransformerEncoderBlock,
         build_classifier,
+        build_decoder,
         build_encoder,
+        decoder_layer,
         encoder_layer,
         replace_norms,
     )
@@ -58,6 +62,10 @@ def _load_library():
     globals().update(
         get_norm=get_norm,
         TransformerEncoderBlock=TransformerEncoderBlock,
+        TransformerDecoderBlock=TransformerDecoderBlock,
+        build_decoder=build_decoder,
+        decoder_layer=decoder_layer,
+        generate=generate,
         build_classifier=build_classifier,
         build_encoder=build_encoder,
         encoder_layer=encoder_layer,
@@ -72,6 +80,7 @@ _LAZY_SUBMODULES = (
     "cli",
     "distribute",
     "experiments",
+    "generation",
     "layers",
     "models",
     "training",
@@ -96,8 +105,12 @@ _NORM_CLASSES = tuple(choice.class_name for choice in NORMS.values())
 
 __all__ = [
     *_NORM_CLASSES,
+    "TransformerDecoderBlock",
     "TransformerEncoderBlock",
     "__version__",
+    "build_decoder",
+    "decoder_layer",
+    "generate",
     "build_classifier",
     "build_encoder",
     "callbacks",

@@ -25,6 +25,7 @@ when one does.
 
 from __future__ import annotations
 
+from tfnorm._keras.einsum import EinsumDense
 from tfnorm._keras.hub import hub_encoder_sublayers, hub_encoder_width
 from tfnorm._keras.layers import (
     add_weight,
@@ -124,6 +125,7 @@ __all__ = [
     "checkpointable_optimizer",
     "checkpointable_random_state",
     "describe",
+    "EinsumDense",
     "get_keras_mask",
     "GlobalClipping",
     "global_policy_name",
