@@ -12,7 +12,7 @@ import pytest
 
 from tfnorm._keras import tf
 from tfnorm.experiments import warmup
-from tfnorm.training.settings import ConfigError
+from tfnorm.training.config.settings import ConfigError
 
 TINY = {
     "num_layers": 2,

@@ -1,8 +1,8 @@
 """Command-line flags generated from a dataclass of declared settings.
 
 A settings dataclass (`tfnorm.experiments.warmup_settings.CompareConfig`;
-`tfnorm.training.config.TrainConfig` is declared the same way) declares each
-field with `tfnorm.training.settings.setting(...)`. `add_setting_flags`
+`tfnorm.training.config.train_config.TrainConfig` is declared the same way) declares each
+field with `tfnorm.training.config.settings.setting(...)`. `add_setting_flags`
 turns the declarations into argparse flags that keep the raw strings
 (`argument_default=SUPPRESS`: a flag not given is absent), so the values are
 read and checked by the setting's own reader, the same code that checks a
@@ -17,7 +17,7 @@ import argparse
 import dataclasses
 import sys
 
-from tfnorm.training.settings import setting_of
+from tfnorm.training.config.settings import setting_of
 
 
 def flag_name(key):

@@ -14,7 +14,7 @@ session closed without nohup), 130 stopped by SIGINT and 143 stopped by SIGTERM
 to resume). Under `nohup` SIGHUP stays ignored and the run goes on. A closed
 stdout (`tfnorm train ... | head -2`, a closed terminal) does not stop the run:
 progress goes on in --log-file and the run ends as it would have. The
-status-to-exit table is `tfnorm.training.run_files.EXIT_STATUS`.
+status-to-exit table is `tfnorm.training.rundir.outputs.EXIT_STATUS`.
 """
 
 from __future__ import annotations
@@ -24,13 +24,9 @@ import dataclasses
 import os
 import sys
 
-from tfnorm.training.config import (
-    ConfigError,
-    TrainConfig,
-    flag_name,
-    load_config_file,
-    setting_of,
-)
+from tfnorm.cli.flags import flag_name
+from tfnorm.training.config.config_file import load_config_file
+from tfnorm.training.config.train_config import ConfigError, TrainConfig, setting_of
 
 EPILOG = """\
 examples (from the repository's root; the README says what they reach):
@@ -126,7 +122,8 @@ def merge_settings(args):
     for key in ("func", "command", "print_config"):
         given.pop(key, None)
     config_path = given.pop("config", None)
-    settings = load_config_file(config_path) if config_path else {}
+    keys = {field.name for field in dataclasses.fields(TrainConfig)}
+    settings = load_config_file(config_path, keys) if config_path else {}
     settings = {str(key).replace("-", "_"): value for key, value in settings.items()}
     settings.update(given)
     return settings
@@ -159,7 +156,7 @@ def run(args):
 
     from tfnorm.training.data import DataError
     from tfnorm.training.trainer import EXIT_STATUS, train
-    from tfnorm.training.user_code import UserCodeError
+    from tfnorm.training.workloads.user_code import UserCodeError
 
     try:
         summary = train(config)

@@ -53,7 +53,7 @@ from tfnorm.experiments.warmup_runs import (
     train_run,
 )
 from tfnorm.experiments.warmup_settings import DEFAULTS, CompareConfig
-from tfnorm.training.settings import ConfigError
+from tfnorm.training.config.settings import ConfigError
 
 __all__ = [
     "DEFAULTS",

@@ -1,6 +1,6 @@
 """`CompareConfig`: every setting of the `tfnorm compare` experiment, declared once.
 
-Each field carries a `tfnorm.training.settings.Setting` (help, group, how a
+Each field carries a `tfnorm.training.config.settings.Setting` (help, group, how a
 value is read and checked), the same declarations `tfnorm train`'s
 `TrainConfig` uses: `tfnorm compare`'s flags are generated from them
 (`tfnorm.cli.flags`), and a flag's string and a notebook's Python value go
@@ -25,7 +25,7 @@ from tfnorm.choices import (
     norms_help,
     spelled_out,
 )
-from tfnorm.training.settings import (
+from tfnorm.training.config.settings import (
     ConfigError,
     boolean,
     choice,

@@ -21,6 +21,7 @@ import os
 
 import numpy as np
 
+from tfnorm._errors import one_line
 from tfnorm.training.data.labels import LABELS_FILE, load_label_names
 from tfnorm.training.data.vocabulary import VOCABULARY_FILE, load_vocabulary
 
@@ -161,14 +162,14 @@ def _load_model(path):
     # Registers tfnorm's layers, schedules and optimizer for deserialisation:
     # the `tfnorm` command does not import them with the package.
     import tfnorm.models  # noqa: F401
-    import tfnorm.training.optimizers  # noqa: F401
-    import tfnorm.training.schedules  # noqa: F401
+    import tfnorm.optim.optimizers  # noqa: F401
+    import tfnorm.optim.schedules  # noqa: F401
     from tfnorm import _keras
 
     try:
         return _keras.keras.models.load_model(path, compile=False)
     except (OSError, ValueError) as error:
-        reason = " ".join(str(error).split())[:300]
+        reason = one_line(error, with_type=False)
         raise PredictionError(
             f"{path}: the model cannot be loaded ({reason})."
         ) from None
