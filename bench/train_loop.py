@@ -37,8 +37,8 @@ sys.path.insert(0, REPO)
 import numpy as np  # noqa: E402
 
 from bench.machine import Run  # noqa: E402
-from tfnorm.training import actions, reporting  # noqa: E402
 from tfnorm.training.config.train_config import TrainConfig  # noqa: E402
+from tfnorm.training.loop import actions, reporting  # noqa: E402
 from tfnorm.training.loop.driver import run_loop  # noqa: E402
 from tfnorm.training.rundir.progress_log import ProgressLog  # noqa: E402
 from tfnorm.training.workloads.own_model import OwnModelWorkload  # noqa: E402

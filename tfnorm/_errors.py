@@ -1,4 +1,6 @@
-"""`one_line(error)`: an error as the one line tfnorm's messages quote."""
+"""Errors as tfnorm reports them: `one_line(error)`, the one line its
+messages quote, and which failures of a run are not bugs (memory, a full
+disk)."""
 
 from __future__ import annotations
 
@@ -42,3 +44,48 @@ def one_line(error, *, limit=300, with_type=True):
         text = f"{type(error).__name__}: {text}" if text else type(error).__name__
     text = text or "(no message)"
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+# What TensorFlow's writers (TensorBoard events in the logdir) say when the
+# disk is full, read-only or not theirs; they raise `tf.errors.OpError`, not
+# `OSError`.
+_OUTPUT_ERRORS = (
+    "No space left on device",
+    "Disk quota exceeded",
+    "Read-only file system",
+    "Permission denied",
+    "Could not flush events file",
+)
+
+
+def is_out_of_memory(error):
+    """Whether `error` is the process or a device running out of memory."""
+    if isinstance(error, MemoryError):
+        return True
+    from tfnorm._keras import tf
+
+    return isinstance(error, tf.errors.ResourceExhaustedError)
+
+
+def output_reason(error, reason):
+    """`reason`, with the disk's own words when TensorFlow put them on a
+    later line of its message (TF 2.9 opens with the failing node)."""
+    lines = [
+        line.strip()
+        for line in str(error).splitlines()
+        if any(marker in line for marker in _OUTPUT_ERRORS)
+    ]
+    if lines and lines[0] not in reason:
+        return f"{reason} ({lines[0][:300]})"
+    return reason
+
+
+def is_output_error(error):
+    """Whether `error` is a failed write of an output (exit 74), not a bug."""
+    if isinstance(error, OSError):
+        return True
+    from tfnorm._keras import tf
+
+    return isinstance(error, tf.errors.OpError) and any(
+        marker in str(error) for marker in _OUTPUT_ERRORS
+    )

@@ -2,7 +2,7 @@
 
 Checkpoint directories and logdirs are often shared (a team's `runs/`), so
 anyone who can write there may replace a run file by a link to a file of
-the user who trains: a lock file linked to `~/.ssh/id_ed25519` used to get
+the user who trains: a lock file linked to `~/.ssh/id_ed25519` would get
 the key printed into the run's log and then emptied. So:
 
 * files rewritten whole (`summary.json`, `run_config.json`, the vocabulary,

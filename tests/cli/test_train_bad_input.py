@@ -519,3 +519,16 @@ def test_an_unreadable_file_is_one_line_exit_2(tmp_path, capsys, monkeypatch, wh
         "vocabulary": r"--checkpoint-dir .*vocabulary\.json cannot be read",
     }[which]
     assert_one_line_error(status, error, expected)
+
+
+def test_a_classifier_flag_with_model_fn_is_refused_naming_the_flag(tmp_path, capsys):
+    def arguments(_):
+        return ["--model-fn", "m:build", "--data-fn", "m:load", "--num-layers", "4"]
+
+    status, error = run_train(tmp_path, capsys, arguments)
+    assert_one_line_error(
+        status,
+        error,
+        r"--num-layers \(config key num_layers\): num_layers applies to "
+        r"tfnorm's classifier only",
+    )

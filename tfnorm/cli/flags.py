@@ -96,12 +96,17 @@ def given_settings(args, config_class):
     return given
 
 
-def describe(error, config_class):
-    """A `ConfigError` as `--flag: message` when its key is a declared field."""
+def describe(error, config_class, with_key=False):
+    """A `ConfigError` as `--flag: message` when its key is a declared field;
+    `with_key` adds the config-file key (`--flag (config key k): message`),
+    for commands that also read settings from a file."""
     fields = {field.name: field for field in dataclasses.fields(config_class)}
     if error.key not in fields:
         return str(error)
-    return f"{flags_of(fields[error.key])[0]}: {error}"
+    flag = flags_of(fields[error.key])[0]
+    if with_key:
+        return f"{flag} (config key {error.key}): {error}"
+    return f"{flag}: {error}"
 
 
 def fail(command, message):

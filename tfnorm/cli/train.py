@@ -2,7 +2,8 @@
 
 Settings come from `--config FILE` (YAML or JSON, keys as in `TrainConfig`)
 and from flags; a flag given on the command line wins over the file. The
-flags are generated from `TrainConfig`'s declarations, and their values are
+flags are generated from `TrainConfig`'s declarations (`cli.flags`, as for
+`tfnorm compare`), and their values are
 read by the same code as the file's, so both give the same one-line error.
 
 Exit statuses: 0 finished, 2 bad flag/config/data or a checkpoint directory
@@ -24,9 +25,9 @@ import dataclasses
 import os
 import sys
 
-from tfnorm.cli.flags import flag_name
+from tfnorm.cli.flags import add_setting_flags, describe, fail
 from tfnorm.training.config.config_file import load_config_file
-from tfnorm.training.config.train_config import ConfigError, TrainConfig, setting_of
+from tfnorm.training.config.train_config import ConfigError, TrainConfig
 
 EPILOG = """\
 examples (from the repository's root; the README says what they reach):
@@ -84,36 +85,13 @@ def add_parser(subparsers):
         help="YAML (.yaml/.yml) or JSON file of settings; keys are the flag "
         "names with _ for - (e.g. learning_rate)",
     )
-    groups = {}
-    for field in dataclasses.fields(TrainConfig):
-        setting = setting_of(field)
-        if setting.group not in groups:
-            groups[setting.group] = parser.add_argument_group(setting.group)
-        _add_flag(groups[setting.group], field, setting)
+    groups = add_setting_flags(parser, TrainConfig)
     groups["outputs"].add_argument(
         "--print-config",
         action="store_true",
         help="print the merged settings as JSON and exit without training",
     )
     parser.set_defaults(func=run)
-
-
-def _add_flag(group, field, setting):
-    flags = setting.flags or (flag_name(field.name),)
-    if setting.action:
-        group.add_argument(
-            *flags, dest=field.name, action=setting.action, help=setting.help
-        )
-        return
-    default = setting.default_text
-    if default is None:
-        default = "none" if field.default is None else field.default
-    group.add_argument(
-        *flags,
-        dest=field.name,
-        metavar=setting.metavar,
-        help=f"{setting.help} (default {default})",
-    )
 
 
 def merge_settings(args):
@@ -130,17 +108,11 @@ def merge_settings(args):
 
 
 def _fail(message):
-    # One line: a wrapped message would split over lines in logs.
-    print(f"tfnorm train: error: {' '.join(str(message).split())}", file=sys.stderr)
-    return 2
+    return fail("train", message)
 
 
 def _describe_config_error(error):
-    fields = {field.name: field for field in dataclasses.fields(TrainConfig)}
-    if error.key not in fields:  # the config file itself, or an unknown key
-        return str(error)
-    flags = setting_of(fields[error.key]).flags or (flag_name(error.key),)
-    return f"{flags[0]} (config key {error.key}): {error}"
+    return describe(error, TrainConfig, with_key=True)
 
 
 def run(args):

@@ -47,7 +47,7 @@ NON_NEGATIVE = integer(0)
 
 #: The longest warm-up, as a fraction of the run: the peak rate must be
 #: trained at for most of the run, or "warm-up helps" cannot be told apart
-#: from "a lower learning rate helps" (issue 24).
+#: from "a lower learning rate helps".
 MAX_WARMUP_FRACTION = 0.3
 
 #: The warm-up length when `warmup_steps` is unset, as a fraction of the run.

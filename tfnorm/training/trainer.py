@@ -51,7 +51,12 @@ import sys
 import time
 
 from tfnorm import _keras
-from tfnorm._errors import one_line
+from tfnorm._errors import (
+    is_out_of_memory,
+    is_output_error,
+    one_line,
+    output_reason,
+)
 from tfnorm.training.config.train_config import ConfigError, TrainConfig
 from tfnorm.training.loop import actions, reporting, signals
 from tfnorm.training.loop.driver import LoopResult, Stop, run_loop
@@ -171,7 +176,7 @@ class _Run:
         try:
             setup = self.workload.build(cadence.total_steps)
         except Exception as error:
-            if not _is_out_of_memory(error):
+            if not is_out_of_memory(error):
                 raise
             # Nothing is created yet: a setting error, like a model too large
             # for the size check.
@@ -249,9 +254,9 @@ class _Run:
             # a checkpoint, and so does running out of memory; anything else
             # is a bug, reported after the summary. A full disk is asked
             # first: TensorFlow's writers report one as ResourceExhausted.
-            if status == "failed" and _is_output_error(error):
-                stop.reason = _output_reason(error, stop.reason)
-            elif status == "failed" and _is_out_of_memory(error):
+            if status == "failed" and is_output_error(error):
+                stop.reason = output_reason(error, stop.reason)
+            elif status == "failed" and is_out_of_memory(error):
                 stop.reason = (
                     f"out of memory at step {result.step + 1}: {stop.reason}; "
                     "lower batch_size, max_len or the model's size, and rerun "
@@ -390,48 +395,3 @@ class _Run:
             outputs.write_summary(self.paths, summary)
         except OSError as error:
             self.log.line(f"could not write summary.json: {one_line(error)}")
-
-
-# What TensorFlow's writers (TensorBoard events in the logdir) say when the
-# disk is full, read-only or not theirs; they raise `tf.errors.OpError`, not
-# `OSError`.
-_OUTPUT_ERRORS = (
-    "No space left on device",
-    "Disk quota exceeded",
-    "Read-only file system",
-    "Permission denied",
-    "Could not flush events file",
-)
-
-
-def _is_out_of_memory(error):
-    """Whether `error` is the process or a device running out of memory."""
-    if isinstance(error, MemoryError):
-        return True
-    from tfnorm._keras import tf
-
-    return isinstance(error, tf.errors.ResourceExhaustedError)
-
-
-def _output_reason(error, reason):
-    """`reason`, with the disk's own words when TensorFlow put them on a
-    later line of its message (TF 2.9 opens with the failing node)."""
-    lines = [
-        line.strip()
-        for line in str(error).splitlines()
-        if any(marker in line for marker in _OUTPUT_ERRORS)
-    ]
-    if lines and lines[0] not in reason:
-        return f"{reason} ({lines[0][:300]})"
-    return reason
-
-
-def _is_output_error(error):
-    """Whether `error` is a failed write of an output (exit 74), not a bug."""
-    if isinstance(error, OSError):
-        return True
-    from tfnorm._keras import tf
-
-    return isinstance(error, tf.errors.OpError) and any(
-        marker in str(error) for marker in _OUTPUT_ERRORS
-    )

@@ -7,7 +7,15 @@ import dataclasses
 import pytest
 
 from tfnorm.training.config.config_file import load_config_file
-from tfnorm.training.config.settings import setting_of
+from tfnorm.training.config.settings import (
+    ANY_MODEL,
+    CLASSIFIER,
+    FIXED,
+    FREE,
+    LOGGED,
+    MODEL_FN_ONLY,
+    setting_of,
+)
 from tfnorm.training.config.train_config import ConfigError, TrainConfig
 
 KEYS = {field.name for field in dataclasses.fields(TrainConfig)}
@@ -21,6 +29,30 @@ def test_every_field_is_declared_with_help_and_a_group():
     for field in dataclasses.fields(TrainConfig):
         setting = setting_of(field)
         assert setting.help and setting.group, field.name
+
+
+def test_every_setting_says_what_a_resume_may_do_with_it_and_which_models_read_it():
+    # A new setting that declares neither would be compared on resume, or
+    # silently ignored by a model_fn model, by accident.
+    for field in dataclasses.fields(TrainConfig):
+        setting = setting_of(field)
+        assert setting.resume in (FIXED, LOGGED, FREE), field.name
+        assert setting.scope in (ANY_MODEL, CLASSIFIER, MODEL_FN_ONLY), field.name
+
+
+@pytest.mark.parametrize("key, value", [("num_layers", 4), ("norm", "rms")])
+def test_a_classifier_setting_with_model_fn_is_refused_naming_it(key, value):
+    config = TrainConfig(model_fn="m:build", data_fn="m:load", **{key: value})
+    with pytest.raises(
+        ConfigError, match=rf"^{key} applies to tfnorm's classifier"
+    ) as info:
+        config.resolve()
+    assert info.value.key == key and f"Received: {key}={value!r}" in str(info.value)
+
+
+def test_a_model_fn_run_resolves_without_classifier_defaults():
+    config = TrainConfig(model_fn="m:build", data_fn="m:load").resolve()
+    assert config.dff is None and config.resolve() is config
 
 
 def test_resolve_returns_a_new_config_and_leaves_the_original_alone():

@@ -324,8 +324,8 @@ def test_changed_epsilon_and_dropout_are_logged_in_one_line(tmp_path):
     log = _Lines()
     run_identity.check_same_run(cfg, saved, None, log)
     assert log.lines == [
-        "resuming with changed settings: epsilon None -> 1e-06, dropout_rate "
-        "0.1 -> 0.0 (the checkpoint's weights are kept; these apply from here on)"
+        "resuming with changed settings: dropout_rate 0.1 -> 0.0, epsilon None "
+        "-> 1e-06 (the checkpoint's weights are kept; these apply from here on)"
     ]
     log = _Lines()
     run_identity.check_same_run(cfg, cfg.to_dict(), None, log)

@@ -1,22 +1,23 @@
 """The checks of `TrainConfig.resolve` that involve several settings.
 
 Each setting reads and checks its own value (`tfnorm.training.config.settings`);
-what is left for here is what no single value decides: exactly one data
+these are the rules no single value decides: exactly one data
 source, a validation split only of a file, the synthetic tasks' needs, a
 model and a step that fit in memory, a norm spec with its epsilon, and a log
 file that is neither a link nor a data file. Each failure is a `ConfigError`
 naming the key to change.
 
-Like `config`, this module must not import TensorFlow at import time.
+Like the rest of `config`, this module must not import TensorFlow at import time.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 from tfnorm._checks import check_heads
 from tfnorm.choices import SYNTHETIC_TASKS
-from tfnorm.training.config.settings import ConfigError
+from tfnorm.training.config.settings import CLASSIFIER, ConfigError, setting_of
 
 # The synthetic tasks' smallest default vocabulary (`make_synthetic`), and
 # the vocabulary limit of data files.
@@ -28,6 +29,24 @@ _FILE_VOCAB = 20000
 # machines' memory; such sizes are typos (an extra zero), caught before
 # anything is created.
 MAX_VALUES = 2**31 - 1
+
+
+def check_scope(values, config_class):
+    """With `model_fn`, a setting of tfnorm's classifier given a value other
+    than its default is refused: the user's model would silently ignore it."""
+    if values["model_fn"] is None:
+        return
+    for field in dataclasses.fields(config_class):
+        if (
+            setting_of(field).scope == CLASSIFIER
+            and values[field.name] != field.default
+        ):
+            raise ConfigError(
+                field.name,
+                f"{field.name} applies to tfnorm's classifier only; a model_fn "
+                "model does not read it: leave it out or build it into your "
+                f"model. Received: {field.name}={values[field.name]!r}",
+            )
 
 
 def check_one_source(task, data, model_fn=None, data_fn=None):

@@ -18,10 +18,27 @@ import dataclasses
 import os
 import re
 
-from tfnorm._checks import check_choice, check_int, check_number, is_real
+from tfnorm._checks import (
+    check_choice,
+    check_int,
+    check_number,
+    is_real,
+    precision_mode,
+)
+from tfnorm.choices import NORM_NAMES, spelled_out
 
 # Counts and sizes become TensorFlow int32 shapes and step counters.
 INT32_MAX = 2**31 - 1
+
+
+# What a resumed run may do with a setting (`Setting.resume`).
+FIXED = "fixed"
+LOGGED = "logged when changed"
+FREE = "free"
+# The models a setting applies to (`Setting.scope`).
+ANY_MODEL = "any model"
+CLASSIFIER = "tfnorm's classifier"
+MODEL_FN_ONLY = "a model_fn model"
 
 
 class ConfigError(ValueError):
@@ -44,6 +61,13 @@ class Setting:
         off: further values that mean None (`clipnorm`'s 0 and "off").
         default_text: the default as `--help` shows it, for derived defaults.
         metavar, flags, action: for argparse; `flags` replaces `--the-key`.
+        resume: for a `TrainConfig` setting, what a resumed run may do with
+            it: `FIXED` (must equal the checkpoint's), `LOGGED` (may change,
+            and the change is logged) or `FREE` (where and how often the run
+            writes; may change silently).
+        scope: for a `TrainConfig` setting, the models it applies to:
+            `ANY_MODEL`, `CLASSIFIER` (tfnorm's classifier only: refused
+            with `model_fn`) or `MODEL_FN_ONLY` (a `model_fn` model only).
     """
 
     group: str
@@ -55,6 +79,8 @@ class Setting:
     metavar: str | None = None
     flags: tuple = ()
     action: str | None = None
+    resume: str | None = None
+    scope: str | None = None
 
     def parse(self, key, value):
         """`value` checked and converted, or raises `ConfigError` naming `key`."""
@@ -233,3 +259,50 @@ def _path(key, value):
     if not isinstance(value, str) or not value.strip() or "\0" in value:
         raise ValueError(f"`{key}` must be a non-empty path. Received: {key}={value!r}")
     return value
+
+
+def norm_spec(key, value):
+    """A norm name or layer config, by its form only: `resolve` asks
+    `get_norm` (importing the layers)."""
+    if not isinstance(value, (str, dict)) or not value:
+        raise ValueError(
+            f"`{key}` must be a norm name ({spelled_out(NORM_NAMES)}) or a layer "
+            f"config dict. Received: {key}={value!r}"
+        )
+    return value
+
+
+def function_spec(key, value):
+    """`MODULE:FUNCTION`, by its form only: `train` imports the module
+    (running user code)."""
+    if not isinstance(value, str) or ":" not in value.strip(":"):
+        raise ValueError(
+            f"`{key}` must be MODULE:FUNCTION (a module name or path/to/file.py, "
+            f"then the function's name). Received: {key}={value!r}"
+        )
+    return value.strip()
+
+
+def loss_name(key, value):
+    """The name of a Keras loss (looked up when the model is compiled)."""
+    if not isinstance(value, str) or not value.strip().isidentifier():
+        raise ValueError(
+            f"`{key}` must be the name of a Keras loss, e.g. "
+            f"sparse_categorical_crossentropy. Received: {key}={value!r}"
+        )
+    return value.strip()
+
+
+def precision(key, value):
+    """A mixed-precision mode (`tfnorm._checks.precision_mode`)."""
+    return precision_mode(value, name=key)
+
+
+def keys_declared(config_class, **declared):
+    """The field names of `config_class` whose `Setting` has the given
+    attributes (`keys_declared(TrainConfig, resume=FIXED)`), in field order."""
+    return tuple(
+        field.name
+        for field in dataclasses.fields(config_class)
+        if all(getattr(setting_of(field), k) == v for k, v in declared.items())
+    )

@@ -14,7 +14,12 @@ import os
 
 from tfnorm._safe_io import atomic_write_json, refuse_links
 from tfnorm.training.config.checks import _FILE_VOCAB as FILE_VOCAB
-from tfnorm.training.config.train_config import RESUME_KEYS, ConfigError
+from tfnorm.training.config.train_config import (
+    CHANGEABLE_KEYS,
+    CLASSIFIER_KEYS,
+    RESUME_KEYS,
+    ConfigError,
+)
 
 RUN_CONFIG_FILE = "run_config.json"
 IDENTITY_KEY = "run_identity"
@@ -70,22 +75,6 @@ def write_run_config(paths, config, identity):
     atomic_write_json(os.path.join(paths.checkpoint_dir, RUN_CONFIG_FILE), values)
 
 
-#: Settings that may change on resume (the rest, `RESUME_KEYS`, may not);
-#: a change is logged, so a resumed run's log says what it trains with.
-CHANGEABLE_KEYS = (
-    "epsilon",
-    "dropout_rate",
-    "learning_rate",
-    "warmup_steps",
-    "decay",
-    "weight_decay",
-    "clipnorm",
-    "epochs",
-    "steps_per_epoch",
-    "val_data",
-)
-
-
 def check_same_run(config, saved, data_sha256, log=None):
     """Refuses to resume checkpoints of a run with other settings or data.
 
@@ -117,6 +106,7 @@ def check_same_run(config, saved, data_sha256, log=None):
         f"{key}: checkpoint {saved.get(key)!r}, now {current[key]!r}"
         for key in RESUME_KEYS
         if key in saved
+        and not (config.model_fn and key in CLASSIFIER_KEYS)
         and not (key == "data" and same_file)
         and _resolved(key, saved.get(key), saved, identity)
         != _resolved(key, current[key], current, identity)
