@@ -27,7 +27,8 @@ import sys
 
 from tfnorm.cli.flags import add_setting_flags, describe, fail
 from tfnorm.training.config.config_file import load_config_file
-from tfnorm.training.config.train_config import ConfigError, TrainConfig
+from tfnorm.training.config.settings import ConfigError
+from tfnorm.training.config.train_config import TrainConfig
 
 EPILOG = """\
 examples (from the repository's root; the README says what they reach):

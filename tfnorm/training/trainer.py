@@ -57,7 +57,8 @@ from tfnorm._errors import (
     one_line,
     output_reason,
 )
-from tfnorm.training.config.train_config import ConfigError, TrainConfig
+from tfnorm.training.config.settings import ConfigError
+from tfnorm.training.config.train_config import TrainConfig
 from tfnorm.training.loop import actions, reporting, signals
 from tfnorm.training.loop.driver import LoopResult, Stop, run_loop
 from tfnorm.training.rundir import checkpoints, outputs, resume, run_identity

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tfnorm.training.config.train_config import ConfigError, TrainConfig
+from tfnorm.training.config.settings import ConfigError
+from tfnorm.training.config.train_config import TrainConfig
 
 
 @pytest.mark.parametrize(

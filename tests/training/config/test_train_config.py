@@ -14,9 +14,10 @@ from tfnorm.training.config.settings import (
     FREE,
     LOGGED,
     MODEL_FN_ONLY,
+    ConfigError,
     setting_of,
 )
-from tfnorm.training.config.train_config import ConfigError, TrainConfig
+from tfnorm.training.config.train_config import TrainConfig
 
 KEYS = {field.name for field in dataclasses.fields(TrainConfig)}
 

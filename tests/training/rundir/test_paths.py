@@ -8,7 +8,8 @@ import os
 
 import pytest
 
-from tfnorm.training.config.train_config import ConfigError, TrainConfig
+from tfnorm.training.config.settings import ConfigError
+from tfnorm.training.config.train_config import TrainConfig
 from tfnorm.training.rundir.paths import CHIEF, WORKER, RunPaths
 
 TWO_WORKERS = {"worker": ["localhost:2001", "localhost:2002"]}

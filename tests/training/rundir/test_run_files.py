@@ -8,7 +8,8 @@ import os
 
 import pytest
 
-from tfnorm.training.config.train_config import ConfigError, TrainConfig
+from tfnorm.training.config.settings import ConfigError
+from tfnorm.training.config.train_config import TrainConfig
 from tfnorm.training.rundir import outputs, progress_log, run_identity
 from tfnorm.training.rundir.paths import RunPaths
 

@@ -25,6 +25,7 @@ from tfnorm.choices import (
 )
 from tfnorm.training.config import checks
 from tfnorm.training.config.checks import check_combinations
+from tfnorm.training.config.declared import DeclaredSettings
 from tfnorm.training.config.settings import (
     ANY_MODEL,
     CLASSIFIER,
@@ -32,7 +33,6 @@ from tfnorm.training.config.settings import (
     FREE,
     LOGGED,
     MODEL_FN_ONLY,
-    ConfigError,
     boolean,
     choice,
     creatable,
@@ -46,7 +46,6 @@ from tfnorm.training.config.settings import (
     number,
     precision,
     setting,
-    setting_of,
 )
 
 # The shortest sequence: the synthetic tasks compare two tokens, and a text
@@ -68,7 +67,7 @@ NON_NEGATIVE = integer(0)
 
 
 @dataclasses.dataclass
-class TrainConfig:
+class TrainConfig(DeclaredSettings):
     """Settings of one training run (see `tfnorm train --help` for each).
 
     Build one from keywords or a dict (`TrainConfig.from_dict`); `resolve()`
@@ -311,56 +310,16 @@ class TrainConfig:
         "only)", boolean, flags=("--no-export",), action="store_false", resume=FREE, scope=ANY_MODEL,
     )  # fmt: skip
 
-    @classmethod
-    def from_dict(cls, values):
-        """A config from a dict such as a parsed YAML/JSON file; unknown keys fail.
+    SETTING_NOUN = "training setting"
 
-        Keys may use `-` for `_` (`learning-rate`); values are checked by
-        `resolve()`, not here.
-        """
-        if not isinstance(values, dict):
-            raise ConfigError(
-                None,
-                "A training config must be a mapping of settings. "
-                f"Received: {type(values).__name__}",
-            )
-        known = {field.name for field in dataclasses.fields(cls)}
-        settings = {}
-        for key, value in values.items():
-            name = str(key).replace("-", "_")
-            if name not in known:
-                raise ConfigError(
-                    key,
-                    f"Unknown training setting {key!r}; known settings: "
-                    f"{', '.join(sorted(known))}. Received: {key}={value!r}",
-                )
-            settings[name] = value
-        return cls(**settings)
-
-    def to_dict(self):
-        return dataclasses.asdict(self)
-
-    def resolve(self):
-        """A copy with every value checked and the derived defaults set.
-
-        A config `resolve()` returned comes back as it is while its values
-        stay unchanged, so the checks (which look at the file system and
-        build the norm) run once per run, whether `tfnorm train` or
-        `train(config)` asks first.
-
-        Raises:
-            ConfigError: the first bad setting; `error.key` names it and the
-                message gives the received value.
-        """
-        if self.is_resolved():
-            return self
+    def _check_given(self):
         checks.check_one_source(self.task, self.data, self.model_fn, self.data_fn)
-        values = {
-            field.name: setting_of(field).parse(field.name, getattr(self, field.name))
-            for field in dataclasses.fields(self)
-        }
+
+    def _finish(self, values):
         checks.check_scope(values, type(self))
         check_combinations(values)
+        # The derived defaults, filled here once: what the run, its identity
+        # and `--print-config` all read.
         if values["dff"] is None and values["model_fn"] is None:
             values["dff"] = 4 * values["d_model"]
         if values["checkpoint_dir"] is None:
@@ -373,16 +332,6 @@ class TrainConfig:
             values["num_classes"] = 3
         if values["data"] and not values["val_data"] and values["val_split"] is None:
             values["val_split"] = DEFAULT_VAL_SPLIT
-        resolved = dataclasses.replace(self, **values)
-        # Not a field: `replace`, `to_dict` and `==` leave it out, so a copy
-        # with other values is checked again. The repr, unlike `==`, tells a
-        # value set to True from 1, or 2.0 from 2, after resolving.
-        resolved._resolved_repr = repr(resolved)
-        return resolved
-
-    def is_resolved(self):
-        """Whether `resolve()` returned this config and no value changed since."""
-        return self.__dict__.get("_resolved_repr") == repr(self)
 
     def validate(self):
         """The same as `resolve()`, under the name a notebook may look for."""

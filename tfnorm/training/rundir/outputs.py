@@ -16,7 +16,7 @@ import secrets
 
 from tfnorm import _keras
 from tfnorm._safe_io import atomic_write_json, refuse_links
-from tfnorm.training.config.train_config import ConfigError
+from tfnorm.training.config.settings import ConfigError
 from tfnorm.training.data.labels import load_label_names, save_label_names
 from tfnorm.training.data.vocabulary import (
     VOCABULARY_FILE,

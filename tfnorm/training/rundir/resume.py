@@ -26,7 +26,7 @@ import dataclasses
 import os
 
 from tfnorm import _safe_io
-from tfnorm.training.config.train_config import ConfigError
+from tfnorm.training.config.settings import ConfigError
 from tfnorm.training.data.vocabulary import VOCABULARY_FILE
 from tfnorm.training.rundir import checkpoints, outputs, run_identity
 from tfnorm.training.rundir.lock import DirectoryLock, DirectoryLockedError

@@ -14,11 +14,11 @@ import os
 
 from tfnorm._safe_io import atomic_write_json, refuse_links
 from tfnorm.training.config.checks import _FILE_VOCAB as FILE_VOCAB
+from tfnorm.training.config.settings import ConfigError
 from tfnorm.training.config.train_config import (
     CHANGEABLE_KEYS,
     CLASSIFIER_KEYS,
     RESUME_KEYS,
-    ConfigError,
 )
 
 RUN_CONFIG_FILE = "run_config.json"
