@@ -44,7 +44,7 @@ ALLOWED = {
     ("tfnorm/models/convert.py", "_built_order"),
     # TrainConfig's mark on the copy `resolve()` returns (not a dataclass
     # field, so copies and comparisons leave it out): tfnorm's own object.
-    ("tfnorm/training/config/train_config.py", "_resolved_repr"),
+    ("tfnorm/training/config/declared.py", "_resolved_repr"),
 }
 
 VERSION_FLAGS = {
