@@ -9,7 +9,7 @@ Each repetition times, interleaved (order alternating):
   step to the end of the last (without the set-up each `fit` call pays
   once);
 * `tfnorm train`: `STEPS` steps of the run's own step path for the same
-  model and data (`tfnorm.training.own_model`: the seeded batch order, the
+  model and data (`tfnorm.training.workloads.own_model`: the seeded batch order, the
   model's `train_step`, the per-step NaN check of the loss, progress lines
   every `--log-every` steps), through `run_loop` with the NaN guard and the
   progress action as `train` orders them; no checkpoint falls inside.
@@ -37,11 +37,11 @@ sys.path.insert(0, REPO)
 import numpy as np  # noqa: E402
 
 from bench.machine import Run  # noqa: E402
-from tfnorm.training import actions, reporting  # noqa: E402
-from tfnorm.training.config import TrainConfig  # noqa: E402
-from tfnorm.training.loop import run_loop  # noqa: E402
-from tfnorm.training.own_model import OwnModelWorkload  # noqa: E402
-from tfnorm.training.run_files import ProgressLog  # noqa: E402
+from tfnorm.training.config.train_config import TrainConfig  # noqa: E402
+from tfnorm.training.loop import actions, reporting  # noqa: E402
+from tfnorm.training.loop.driver import run_loop  # noqa: E402
+from tfnorm.training.rundir.progress_log import ProgressLog  # noqa: E402
+from tfnorm.training.workloads.own_model import OwnModelWorkload  # noqa: E402
 
 EXAMPLE = os.path.join(REPO, "examples", "keras_transformer_classifier.py")
 BATCH = 32
@@ -60,13 +60,14 @@ def tfnorm_side(steps, log_every, logdir):
     workload = OwnModelWorkload(config, log)
     workload.load(None, False)
     total = 10**9
-    training = workload.build(total)
-    step_fn = workload.step_fn(training)
+    setup = workload.build(total)
+    step_fn = workload.step_fn(setup)
     cadence = actions.Cadence(10**6, total, 10**6)
-    guard = actions.NanGuard(training.model, cadence, log, lambda: None)
+    guard = actions.NanGuard(setup.model, cadence, log, lambda: None)
     progress = reporting.Progress(
-        log, None, cadence, 1, BATCH, log_every, training.learning_rate,
-        reset=workload.reset_window(training),
+        log, logdir=None, cadence=cadence, epochs=1, batch_size=BATCH,
+        log_every=log_every, learning_rate=setup.learning_rate,
+        reset=workload.reset_window(setup),
     )  # fmt: skip
     done = [0]
 

@@ -84,7 +84,7 @@ def two_device_strategy():
 def config_checks(monkeypatch):
     """A list that gets one entry each time `TrainConfig.resolve()` runs its
     checks (the file system, the norm), for counting them."""
-    from tfnorm.training import config as config_module
+    from tfnorm.training.config import train_config as config_module
 
     calls = []
     check = config_module.check_combinations

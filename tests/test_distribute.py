@@ -18,7 +18,7 @@ import tfnorm
 from tests.conftest import REPO
 from tfnorm import distribute
 from tfnorm._keras import build_optimizer, keras, tf
-from tfnorm.training import make_optimizer
+from tfnorm.optim import make_optimizer
 
 TWO_WORKERS = {
     "cluster": {"worker": ["127.0.0.1:2222", "127.0.0.1:2223"]},
@@ -258,7 +258,7 @@ import numpy as np
 import tfnorm
 from tfnorm import distribute
 from tfnorm._keras import build_optimizer, keras, tf
-from tfnorm.training import make_optimizer
+from tfnorm.optim import make_optimizer
 
 strategy = distribute.get_strategy("auto")
 assert isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy), strategy

@@ -56,7 +56,8 @@ def _load_library():
         encoder_layer,
         replace_norms,
     )
-    from tfnorm.training import optimizers, schedules, trainer  # noqa: F401
+    from tfnorm.optim import optimizers, schedules  # noqa: F401
+    from tfnorm.training import trainer  # noqa: F401
 
     globals().update({name: getattr(layers, name) for name in _NORM_CLASSES})
     globals().update(

@@ -18,7 +18,7 @@ from tfnorm.cli import flags
 from tfnorm.cli.main import build_parser, main
 from tfnorm.experiments import warmup
 from tfnorm.experiments.warmup_settings import CompareConfig
-from tfnorm.training.settings import ConfigError
+from tfnorm.training.config.settings import ConfigError
 
 TINY_FLAGS = [
     "--num-layers", "1",

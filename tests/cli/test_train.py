@@ -20,9 +20,10 @@ import time
 import pytest
 
 from tests.conftest import REPO
+from tfnorm.cli.flags import flag_name
 from tfnorm.cli.main import build_parser, main
-from tfnorm.training.config import TrainConfig, flag_name
-from tfnorm.training.settings import setting_of
+from tfnorm.training.config.settings import setting_of
+from tfnorm.training.config.train_config import TrainConfig
 
 ISSUE_FLAGS = (
     "--config",

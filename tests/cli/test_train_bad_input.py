@@ -550,3 +550,16 @@ def test_a_damaged_saved_vocabulary_stops_the_resume_in_one_line(
     status, error = run_train(tmp_path, capsys, arguments)
     assert_one_line_error(status, error, expected)
     assert snapshot(tmp_path / "run" / "checkpoints") == before
+
+
+def test_a_classifier_flag_with_model_fn_is_refused_naming_the_flag(tmp_path, capsys):
+    def arguments(_):
+        return ["--model-fn", "m:build", "--data-fn", "m:load", "--num-layers", "4"]
+
+    status, error = run_train(tmp_path, capsys, arguments)
+    assert_one_line_error(
+        status,
+        error,
+        r"--num-layers \(config key num_layers\): num_layers applies to "
+        r"tfnorm's classifier only",
+    )

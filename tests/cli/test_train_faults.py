@@ -31,7 +31,8 @@ from tests.cli.test_train import (
 )
 from tfnorm._keras import tf
 from tfnorm.cli.main import main
-from tfnorm.training import checkpoints
+from tfnorm.training.rundir import checkpoints
+from tfnorm.training.rundir.lock import DirectoryLock
 
 
 @contextlib.contextmanager
@@ -166,7 +167,7 @@ def test_a_second_run_sharing_the_logdir_is_refused_even_with_its_own_checkpoint
     # Both would write logdir/summary.json (and the export, the vocabulary).
     logdir = tmp_path / "run"
     logdir.mkdir()
-    first = checkpoints.DirectoryLock(str(logdir))  # the first run's logdir lock
+    first = DirectoryLock(str(logdir))  # the first run's logdir lock
     first.acquire()
     try:
         argv = ["train", *TINY, "--logdir", str(logdir), "--steps-per-epoch", "2"]
@@ -240,7 +241,7 @@ def test_a_model_that_does_not_fit_in_memory_while_built_is_one_line(
 ):
     # Past the size check, the allocator may still refuse (another process
     # holds the GPU): nothing is created yet, so it is a one-line error.
-    from tfnorm.training.classifier import ClassifierWorkload
+    from tfnorm.training.workloads.classifier import ClassifierWorkload
 
     def build(self, total_steps):
         raise _out_of_memory()
@@ -257,7 +258,7 @@ def test_a_model_that_does_not_fit_in_memory_while_built_is_one_line(
 def test_running_out_of_memory_in_the_first_step_ends_as_failed(
     tmp_path, capsys, monkeypatch
 ):
-    from tfnorm.training.classifier import ClassifierWorkload
+    from tfnorm.training.workloads.classifier import ClassifierWorkload
 
     def step_fn(self, training):
         def step(number):

@@ -12,7 +12,7 @@ import pytest
 
 from tfnorm._keras import tf
 from tfnorm.experiments import warmup
-from tfnorm.training.settings import ConfigError
+from tfnorm.training.config.settings import ConfigError
 
 TINY = {
     "num_layers": 2,
@@ -241,7 +241,7 @@ def test_variant_settings_choose_the_runs(tmp_path):
 @pytest.mark.parametrize(
     "overrides, message",
     [
-        ({"layers": 2}, r"Unknown option\(s\) \['layers'\]"),
+        ({"layers": 2}, r"Unknown comparison setting 'layers'"),
         ({"warmup_steps": 0}, "warmup_steps=0"),
         ({"steps": 0}, "steps=0"),
         ({"steps": 2.7}, "steps=2.7"),

@@ -5,9 +5,9 @@ from __future__ import annotations
 import io
 
 from tfnorm._keras import tf
-from tfnorm.training.actions import Cadence
-from tfnorm.training.checkpoints import CheckpointWriteError
-from tfnorm.training.run_files import ProgressLog
+from tfnorm.training.loop.actions import Cadence
+from tfnorm.training.rundir.checkpoints import CheckpointWriteError
+from tfnorm.training.rundir.progress_log import ProgressLog
 
 
 class Log(ProgressLog):

@@ -17,7 +17,8 @@ import pytest
 
 from tests.conftest import run_python
 from tfnorm._keras import tf
-from tfnorm.training.config import ConfigError, TrainConfig
+from tfnorm.training.config.settings import ConfigError
+from tfnorm.training.config.train_config import TrainConfig
 from tfnorm.training.data import DataError
 from tfnorm.training.trainer import train
 
@@ -478,7 +479,7 @@ def test_when_no_checkpoint_restores_the_run_is_refused_and_nothing_moves(tmp_pa
 
 
 def test_a_second_run_on_a_locked_directory_is_refused_naming_the_holder(tmp_path):
-    from tfnorm.training.checkpoints import DirectoryLock
+    from tfnorm.training.rundir.lock import DirectoryLock
 
     os.makedirs(checkpoint_dir(tmp_path))
     lock = DirectoryLock(checkpoint_dir(tmp_path))

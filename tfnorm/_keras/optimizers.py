@@ -1,6 +1,6 @@
 """Optimizer machinery that differs between Keras generations.
 
-tfnorm's optimizers (`tfnorm.training.optimizers`) subclass the bases here:
+tfnorm's optimizers (`tfnorm.optim.optimizers`) subclass the bases here:
 `GlobalClipping` makes clipping act on the all-reduced gradient in every
 Keras, and `AdamWBase` is Keras's AdamW where it has one and an Adam with
 decoupled weight decay where it has not (Keras 2.9). Both AdamW bases decay

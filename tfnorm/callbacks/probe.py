@@ -13,10 +13,10 @@ composite layers alike, in every Keras generation tfnorm supports.
 from __future__ import annotations
 
 import math
-import re
 
 import numpy as np
 
+from tfnorm._errors import one_line
 from tfnorm._keras import keras, shadow_call, tf, unshadow_call
 from tfnorm.callbacks.layers import norm_epsilon, norm_statistic
 
@@ -93,31 +93,11 @@ def check_probe_data(model, run, batches, argument="data"):
     try:
         run()
     except (TypeError, ValueError, tf.errors.OpError) as error:
-        reason = error_gist(error)
+        reason = one_line(error, limit=400, with_type=False)
         raise ValueError(
             f"`{argument}` cannot be fed to model {model.name!r} ({reason}). "
             f"Received: {argument}={describe_batches(batches)}"
         ) from error
-
-
-def error_gist(error, limit=400):
-    """The gist of `error`: an error raised while tracing a `tf.function`
-    carries the user-code stack before the original message."""
-    text = re.sub(r"\x1b\[[0-9;]*m", "", str(error))  # Keras 3's bold markup
-    lines = [line.strip() for line in text.splitlines()]
-    raised = [
-        i for i, line in enumerate(lines) if re.match(r"\w+(Error|Exception):", line)
-    ]
-    if raised:
-        lines = [lines[raised[-1]].split(":", 1)[1].strip()] + lines[raised[-1] + 1 :]
-    kept = []
-    for line in lines:
-        if line.startswith("Arguments received"):
-            break
-        if line:
-            kept.append(line)
-    reason = " ".join(kept)
-    return reason if len(reason) <= limit else reason[: limit - 3] + "..."
 
 
 def _to_tensors(structure):

@@ -15,7 +15,7 @@ import sys
 
 from tfnorm.cli.flags import add_setting_flags, describe, fail, given_settings
 from tfnorm.experiments.warmup_settings import CompareConfig
-from tfnorm.training.settings import ConfigError, creatable
+from tfnorm.training.config.settings import ConfigError, creatable
 
 DEFAULT_OUTPUT_DIR = os.path.join("runs", "compare")
 

@@ -1,8 +1,8 @@
 """Command-line flags generated from a dataclass of declared settings.
 
 A settings dataclass (`tfnorm.experiments.warmup_settings.CompareConfig`;
-`tfnorm.training.config.TrainConfig` is declared the same way) declares each
-field with `tfnorm.training.settings.setting(...)`. `add_setting_flags`
+`tfnorm.training.config.train_config.TrainConfig` is declared the same way) declares each
+field with `tfnorm.training.config.settings.setting(...)`. `add_setting_flags`
 turns the declarations into argparse flags that keep the raw strings
 (`argument_default=SUPPRESS`: a flag not given is absent), so the values are
 read and checked by the setting's own reader, the same code that checks a
@@ -17,7 +17,7 @@ import argparse
 import dataclasses
 import sys
 
-from tfnorm.training.settings import setting_of
+from tfnorm.training.config.settings import setting_of
 
 
 def flag_name(key):
@@ -96,12 +96,17 @@ def given_settings(args, config_class):
     return given
 
 
-def describe(error, config_class):
-    """A `ConfigError` as `--flag: message` when its key is a declared field."""
+def describe(error, config_class, with_key=False):
+    """A `ConfigError` as `--flag: message` when its key is a declared field;
+    `with_key` adds the config-file key (`--flag (config key k): message`),
+    for commands that also read settings from a file."""
     fields = {field.name: field for field in dataclasses.fields(config_class)}
     if error.key not in fields:
         return str(error)
-    return f"{flags_of(fields[error.key])[0]}: {error}"
+    flag = flags_of(fields[error.key])[0]
+    if with_key:
+        return f"{flag} (config key {error.key}): {error}"
+    return f"{flag}: {error}"
 
 
 def fail(command, message):

@@ -2,7 +2,8 @@
 
 Settings come from `--config FILE` (YAML or JSON, keys as in `TrainConfig`)
 and from flags; a flag given on the command line wins over the file. The
-flags are generated from `TrainConfig`'s declarations, and their values are
+flags are generated from `TrainConfig`'s declarations (`cli.flags`, as for
+`tfnorm compare`), and their values are
 read by the same code as the file's, so both give the same one-line error.
 
 Exit statuses: 0 finished, 2 bad flag/config/data or a checkpoint directory
@@ -14,7 +15,7 @@ session closed without nohup), 130 stopped by SIGINT and 143 stopped by SIGTERM
 to resume). Under `nohup` SIGHUP stays ignored and the run goes on. A closed
 stdout (`tfnorm train ... | head -2`, a closed terminal) does not stop the run:
 progress goes on in --log-file and the run ends as it would have. The
-status-to-exit table is `tfnorm.training.run_files.EXIT_STATUS`.
+status-to-exit table is `tfnorm.training.rundir.outputs.EXIT_STATUS`.
 """
 
 from __future__ import annotations
@@ -24,13 +25,10 @@ import dataclasses
 import os
 import sys
 
-from tfnorm.training.config import (
-    ConfigError,
-    TrainConfig,
-    flag_name,
-    load_config_file,
-    setting_of,
-)
+from tfnorm.cli.flags import add_setting_flags, describe, fail
+from tfnorm.training.config.config_file import load_config_file
+from tfnorm.training.config.settings import ConfigError
+from tfnorm.training.config.train_config import TrainConfig
 
 EPILOG = """\
 examples (from the repository's root; the README says what they reach):
@@ -90,12 +88,7 @@ def add_parser(subparsers):
         help="YAML (.yaml/.yml) or JSON file of settings; keys are the flag "
         "names with _ for - (e.g. learning_rate)",
     )
-    groups = {}
-    for field in dataclasses.fields(TrainConfig):
-        setting = setting_of(field)
-        if setting.group not in groups:
-            groups[setting.group] = parser.add_argument_group(setting.group)
-        _add_flag(groups[setting.group], field, setting)
+    groups = add_setting_flags(parser, TrainConfig)
     groups["outputs"].add_argument(
         "--print-config",
         action="store_true",
@@ -104,48 +97,25 @@ def add_parser(subparsers):
     parser.set_defaults(func=run)
 
 
-def _add_flag(group, field, setting):
-    flags = setting.flags or (flag_name(field.name),)
-    if setting.action:
-        group.add_argument(
-            *flags, dest=field.name, action=setting.action, help=setting.help
-        )
-        return
-    default = setting.default_text
-    if default is None:
-        default = "none" if field.default is None else field.default
-    group.add_argument(
-        *flags,
-        dest=field.name,
-        metavar=setting.metavar,
-        help=f"{setting.help} (default {default})",
-    )
-
-
 def merge_settings(args):
     """The config file's settings overridden by the flags given on the command line."""
     given = dict(vars(args))
     for key in ("func", "command", "print_config"):
         given.pop(key, None)
     config_path = given.pop("config", None)
-    settings = load_config_file(config_path) if config_path else {}
+    keys = {field.name for field in dataclasses.fields(TrainConfig)}
+    settings = load_config_file(config_path, keys) if config_path else {}
     settings = {str(key).replace("-", "_"): value for key, value in settings.items()}
     settings.update(given)
     return settings
 
 
 def _fail(message):
-    # One line: a wrapped message would split over lines in logs.
-    print(f"tfnorm train: error: {' '.join(str(message).split())}", file=sys.stderr)
-    return 2
+    return fail("train", message)
 
 
 def _describe_config_error(error):
-    fields = {field.name: field for field in dataclasses.fields(TrainConfig)}
-    if error.key not in fields:  # the config file itself, or an unknown key
-        return str(error)
-    flags = setting_of(fields[error.key]).flags or (flag_name(error.key),)
-    return f"{flags[0]} (config key {error.key}): {error}"
+    return describe(error, TrainConfig, with_key=True)
 
 
 def run(args):
@@ -161,7 +131,7 @@ def run(args):
 
     from tfnorm.training.data import DataError
     from tfnorm.training.trainer import EXIT_STATUS, train
-    from tfnorm.training.user_code import UserCodeError
+    from tfnorm.training.workloads.user_code import UserCodeError
 
     try:
         summary = train(config)

@@ -2,7 +2,7 @@
 
 * `warmup`: Post-LN vs Pre-LN with and without learning-rate warm-up, the
   run behind `tfnorm compare` and notebook 02; its runs use the training
-  loop of `tfnorm.training.loop`. Its settings are `warmup_settings`'s
+  loop of `tfnorm.training.loop.driver`. Its settings are `warmup_settings`'s
   `CompareConfig`, its tasks `warmup_runs.ReverseTask` and
   `text_task.MaskedTextTask` (masked-language modelling on the Python
   language reference, `pydoc_data.topics`), its depth sweep `depth_sweep`.

@@ -15,7 +15,7 @@ import numpy as np
 
 from tfnorm._keras import keras, tf
 from tfnorm.models.builders import build_encoder
-from tfnorm.training.optimizers import variable_path
+from tfnorm.optim.optimizers import variable_path
 
 
 def ffn_gradient_norms_at_init(

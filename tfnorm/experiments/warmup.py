@@ -53,7 +53,6 @@ from tfnorm.experiments.warmup_runs import (
     train_run,
 )
 from tfnorm.experiments.warmup_settings import DEFAULTS, CompareConfig
-from tfnorm.training.settings import ConfigError
 
 __all__ = [
     "DEFAULTS",
@@ -193,14 +192,7 @@ def run_comparison(
 
 def _resolve(config, overrides):
     values = (config or CompareConfig()).to_dict()
-    unknown = sorted(set(overrides) - set(values))
-    if unknown:
-        raise ConfigError(
-            unknown[0],
-            f"Unknown option(s) {unknown}. Choose from {sorted(values)}.",
-        )
-    values.update(overrides)
-    return CompareConfig(**values).resolve()
+    return CompareConfig.from_dict({**values, **overrides}).resolve()
 
 
 def _seed_everything(cfg):

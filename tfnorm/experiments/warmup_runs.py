@@ -29,9 +29,9 @@ from tfnorm import _keras
 from tfnorm._keras import keras, tf
 from tfnorm.experiments.gradients import layer_gradient_norms
 from tfnorm.experiments.warmup_report import EARLY_STEPS
-from tfnorm.training.loop import Action, run_loop
-from tfnorm.training.optimizers import make_optimizer
-from tfnorm.training.schedules import WarmupSchedule
+from tfnorm.optim.optimizers import make_optimizer
+from tfnorm.optim.schedules import WarmupSchedule
+from tfnorm.training.loop.driver import Action, run_loop
 
 
 def reverse_task(rng, count, seq_len, vocab_size):

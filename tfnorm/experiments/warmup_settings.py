@@ -1,6 +1,6 @@
 """`CompareConfig`: every setting of the `tfnorm compare` experiment, declared once.
 
-Each field carries a `tfnorm.training.settings.Setting` (help, group, how a
+Each field carries a `tfnorm.training.config.settings.Setting` (help, group, how a
 value is read and checked), the same declarations `tfnorm train`'s
 `TrainConfig` uses: `tfnorm compare`'s flags are generated from them
 (`tfnorm.cli.flags`), and a flag's string and a notebook's Python value go
@@ -25,14 +25,14 @@ from tfnorm.choices import (
     norms_help,
     spelled_out,
 )
-from tfnorm.training.settings import (
+from tfnorm.training.config.declared import DeclaredSettings
+from tfnorm.training.config.settings import (
     ConfigError,
     boolean,
     choice,
     integer,
     number,
     setting,
-    setting_of,
 )
 
 TASK = "task"
@@ -47,7 +47,7 @@ NON_NEGATIVE = integer(0)
 
 #: The longest warm-up, as a fraction of the run: the peak rate must be
 #: trained at for most of the run, or "warm-up helps" cannot be told apart
-#: from "a lower learning rate helps" (issue 24).
+#: from "a lower learning rate helps".
 MAX_WARMUP_FRACTION = 0.3
 
 #: The warm-up length when `warmup_steps` is unset, as a fraction of the run.
@@ -116,7 +116,7 @@ def _norm(key, value):
 
 
 @dataclasses.dataclass
-class CompareConfig:
+class CompareConfig(DeclaredSettings):
     """The settings of `tfnorm.experiments.warmup.run_comparison` and `tfnorm compare`.
 
     Build one with `CompareConfig.from_dict({...}).resolve()`: `resolve`
@@ -235,31 +235,9 @@ class CompareConfig:
         action="store_false",
     )
 
-    @classmethod
-    def from_dict(cls, values):
-        """A config from a dict of settings; unknown keys fail, values are checked by `resolve()`."""
-        known = [field.name for field in dataclasses.fields(cls)]
-        unknown = sorted(str(key) for key in values if key not in known)
-        if unknown:
-            raise ConfigError(
-                unknown[0],
-                f"Unknown option(s) {unknown}. Choose from {sorted(known)}.",
-            )
-        return cls(**values)
+    SETTING_NOUN = "comparison setting"
 
-    def to_dict(self):
-        return dataclasses.asdict(self)
-
-    def resolve(self):
-        """A new config with every value checked and the per-task sizes filled in.
-
-        Raises:
-            ConfigError: naming the first bad setting and its value.
-        """
-        values = {
-            field.name: setting_of(field).parse(field.name, getattr(self, field.name))
-            for field in dataclasses.fields(self)
-        }
+    def _finish(self, values):
         sizes = values["task"]
         if sizes == "mlm":
             sizes = f"mlm-{values['text_unit']}"
@@ -294,7 +272,6 @@ class CompareConfig:
                 "`d_model` must be divisible by `num_heads`. Received: "
                 f"d_model={values['d_model']}, num_heads={values['num_heads']}",
             )
-        return CompareConfig(**values)
 
 
 #: The default of every setting, by name (what `--help` shows).

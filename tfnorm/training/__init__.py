@@ -1,9 +1,13 @@
-"""Training pieces: learning-rate schedules, optimizers, mixed precision, `train`,
-and `predict` (a finished text run's model on new texts).
+"""`train` (the run behind `tfnorm train`) and `predict` (a finished text
+run's model on new texts), built from rooms that import only downward:
+`config` (settings, read without TensorFlow), `data`, `rundir` (the run
+directory), `loop` (steps and what happens between them), `workloads` (what
+is trained), then `trainer` and `prediction` at the top.
 
-The names below are imported on first use, so that `tfnorm.training.config`
-(which the `tfnorm` command's parser is built from) can be imported without
-TensorFlow; `import tfnorm` imports the modules that register Keras objects.
+The optimisation pieces live in `tfnorm.optim` and are re-exported here, as
+they were before that package existed. The names below are imported on first
+use, so that the config can be read without TensorFlow; `import tfnorm`
+imports the modules that register Keras objects.
 """
 
 from __future__ import annotations
@@ -11,15 +15,15 @@ from __future__ import annotations
 import importlib
 
 _EXPORTS = {
-    "AdamW": "optimizers",
-    "make_optimizer": "optimizers",
-    "WarmupSchedule": "schedules",
-    "set_mixed_precision": "precision",
-    "wrap_for_mixed_precision": "precision",
-    "TrainConfig": "config",
-    "train": "trainer",
-    "Predictor": "prediction",
-    "predict": "prediction",
+    "AdamW": "tfnorm.optim.optimizers",
+    "make_optimizer": "tfnorm.optim.optimizers",
+    "WarmupSchedule": "tfnorm.optim.schedules",
+    "set_mixed_precision": "tfnorm.optim.precision",
+    "wrap_for_mixed_precision": "tfnorm.optim.precision",
+    "TrainConfig": "tfnorm.training.config.train_config",
+    "train": "tfnorm.training.trainer",
+    "Predictor": "tfnorm.training.prediction",
+    "predict": "tfnorm.training.prediction",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -28,7 +32,7 @@ __all__ = sorted(_EXPORTS)
 def __getattr__(name):
     if name not in _EXPORTS:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    module = importlib.import_module(f"{__name__}.{_EXPORTS[name]}")
+    module = importlib.import_module(_EXPORTS[name])
     value = getattr(module, name)
     globals()[name] = value
     return value

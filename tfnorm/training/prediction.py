@@ -22,6 +22,7 @@ import zipfile
 
 import numpy as np
 
+from tfnorm._errors import one_line
 from tfnorm.training.data.labels import LABELS_FILE, load_label_names
 from tfnorm.training.data.vocabulary import VOCABULARY_FILE, load_vocabulary
 
@@ -140,7 +141,7 @@ def _check_same_export(run_dir, summary):
     recorded = exported.get("sha256") if isinstance(exported, dict) else None
     if not isinstance(recorded, dict):
         return
-    from tfnorm.training.export import file_sha256
+    from tfnorm.training.rundir.export import file_sha256
 
     for name, digest in recorded.items():
         path = os.path.join(run_dir, str(name))
@@ -253,13 +254,13 @@ def predict(run_dir, texts, batch_size=256):
 
 def _load_model(path):
     from tfnorm import _keras
-    from tfnorm.training.export import register_tfnorm_objects
+    from tfnorm.training.rundir.export import register_tfnorm_objects
 
     register_tfnorm_objects()
     try:
         return _keras.keras.models.load_model(path, compile=False)
     except Exception as error:  # whatever a damaged file makes Keras raise
-        reason = " ".join(str(error).split())[:300]
+        reason = one_line(error, with_type=False)
         raise PredictionError(
             f"{path}: the model cannot be loaded ({type(error).__name__}: "
             f"{reason}); rerun the run's tfnorm train command to export it again"

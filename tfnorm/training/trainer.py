@@ -1,35 +1,31 @@
 """`train(config)`: the training run behind `tfnorm train`, callable from a notebook.
 
 A custom loop rather than `model.fit`, because the run must stop and resume
-at any step, not only at epoch boundaries. What is trained is a workload:
-tfnorm's classifier on a task or a text file (`classifier.py`), or the
-user's `model_fn` model on their `data_fn` data (`own_model.py`); the run
-around it is the same for both. `train` checks everything first, then
-assembles the pieces, each in its own module:
+at any step, not only at epoch boundaries. What is trained is a workload
+(`workloads.base.Workload`): tfnorm's classifier on a task or a text file,
+or the user's `model_fn` model on their `data_fn` data; the run around it is
+the same for both, and this module is that run, in the order a run takes it:
+load the data, build, claim the directories, train, export, summarise.
 
-* `loop.run_loop` runs the workload's step function;
-* actions (`actions.py`, `reporting.py`, `signals.py`), in this order: the
-  NaN guard (a non-finite loss or non-finite weights stop the run before
+* `loop.driver.run_loop` runs the workload's step function;
+* actions (`loop.actions`, `loop.reporting`, `loop.signals`), in this order:
+  the NaN guard (a non-finite loss or non-finite weights stop the run before
   anything is saved, so the last good checkpoint stays the latest), the norm
   histograms, progress lines and TensorBoard scalars, checkpoints (every
   `checkpoint_every` steps and at the last step; at epoch ends only with
   `epoch_checkpoints`), evaluation at each epoch end (after a checkpoint of
   the same step) and the signal stop (SIGTERM/SIGINT/SIGHUP finish the step,
   save, and end the run);
-* checkpoint files, resume and the directory lock (`checkpoints.py`):
-  resume uses the newest checkpoint that restores cleanly, a second run on
-  the same directory is refused;
-* run files (`run_files.py`): the progress log file, `run_config.json` with
-  the run's identity, the vocabulary, `summary.json` and the export;
-* where all of these go and whether this process is the chief
-  (`run_paths.RunPaths`), read once from the config and `TF_CONFIG`.
+* the run directory (`rundir`): resume uses the newest checkpoint that
+  restores cleanly, a second run on the same directory is refused by its
+  lock, `run_config.json` holds the run's identity, and the outputs are the
+  vocabulary, `summary.json`, the export and the progress log; where all of
+  these go and whether this process is the chief is `rundir.paths.RunPaths`,
+  read once from the config and `TF_CONFIG`.
 
 Nothing is created on disk until the settings, the data and the model are
 known to be good. From then on `summary.json` is written however the run
 ends.
-
-What is left here is the run itself, in the order a run takes it (load the
-data, build, claim the directories, train, export, summarise).
 
 Multi-worker: every worker runs the same loop; only the chief locks the
 directory and keeps checkpoints, logs, the summary and the export (the
@@ -55,21 +51,22 @@ import sys
 import time
 
 from tfnorm import _keras
-from tfnorm.training import (
-    actions,
-    checkpoints,
-    export,
-    reporting,
-    resume,
-    run_files,
-    signals,
-    user_code,
+from tfnorm._errors import (
+    is_out_of_memory,
+    is_output_error,
+    one_line,
+    output_reason,
 )
-from tfnorm.training.classifier import ClassifierWorkload
-from tfnorm.training.config import ConfigError, TrainConfig
-from tfnorm.training.loop import LoopResult, Stop, run_loop
-from tfnorm.training.run_files import EXIT_STATUS, ProgressLog
-from tfnorm.training.run_paths import RunPaths
+from tfnorm.training.config.settings import ConfigError
+from tfnorm.training.config.train_config import TrainConfig
+from tfnorm.training.loop import actions, reporting, signals
+from tfnorm.training.loop.driver import LoopResult, Stop, run_loop
+from tfnorm.training.rundir import checkpoints, export, outputs, resume, run_identity
+from tfnorm.training.rundir.outputs import EXIT_STATUS
+from tfnorm.training.rundir.paths import RunPaths
+from tfnorm.training.rundir.progress_log import ProgressLog
+from tfnorm.training.workloads import user_code
+from tfnorm.training.workloads.classifier import ClassifierWorkload
 
 __all__ = ["EXIT_STATUS", "train"]
 
@@ -79,7 +76,7 @@ def train(config, handle_signals=True, stdout=None, *, model_fn=None, data_fn=No
 
     The model is `build_classifier` on the configured task or data file, or
     the user's own: `model_fn()` returns a Keras model and `data_fn()` its
-    data (see `tfnorm.training.own_model`), given as callables here or as
+    data (see `tfnorm.training.workloads.own_model`), given as callables here or as
     `MODULE:FUNCTION` names in the config (`--model-fn`, `--data-fn`).
 
     Args:
@@ -156,7 +153,7 @@ def _resolved(config, model_fn, data_fn):
 def _workload(config, log, model_fn, data_fn):
     if config.model_fn is None:
         return ClassifierWorkload(config, log)
-    from tfnorm.training.own_model import OwnModelWorkload
+    from tfnorm.training.workloads.own_model import OwnModelWorkload
 
     return OwnModelWorkload(config, log, model_fn=model_fn, data_fn=data_fn)
 
@@ -178,22 +175,22 @@ class _Run:
         self.workload.load(*inspected)
         cadence = self._cadence()
         try:
-            parts = self.workload.build(cadence.total_steps)
+            setup = self.workload.build(cadence.total_steps)
         except Exception as error:
-            if not _is_out_of_memory(error):
+            if not is_out_of_memory(error):
                 raise
             # Nothing is created yet: a setting error, like a model too large
             # for the size check.
             raise ConfigError(
                 None,
                 "the model does not fit in memory while it is built "
-                f"({checkpoints.one_line(error)}); lower d_model, dff, "
+                f"({one_line(error)}); lower d_model, dff, "
                 "num_layers, max_len, vocab_size or batch_size.",
             ) from None
         with resume.claimed(self.paths, self.log, inspected):
-            self.resumed = resume.restore(parts.checkpoint, self.paths, self.log)
-            start = self._start_step(parts, cadence)
-            summary = self._train(parts, cadence, start)
+            self.resumed = resume.restore(setup.checkpoint, self.paths, self.log)
+            start = self._start_step(setup, cadence)
+            summary = self._train(setup, cadence, start)
             self._write_summary(summary)
             return summary
 
@@ -219,9 +216,9 @@ class _Run:
             epoch_checkpoints=config.epoch_checkpoints,
         )
 
-    def _start_step(self, parts, cadence):
+    def _start_step(self, setup, cadence):
         if self.resumed.checkpoint:
-            start = int(parts.step.numpy())
+            start = int(setup.step.numpy())
             self.log.line(f"resumed from step {start} ({self.resumed.checkpoint})")
             return start
         examples = len(self.workload)
@@ -230,38 +227,38 @@ class _Run:
             f"({self.config.epochs} epochs x {cadence.steps_per_epoch}), "
             + (f"{examples} training examples from " if examples else "data from ")
             + f"{self.workload.source}, "
-            f"{parts.replicas} replica(s), policy {parts.policy}"
+            f"{setup.replicas} replica(s), policy {setup.policy}"
         )
         return 0
 
     def _write_run_files(self):
         if not self.paths.owns_directories:
             return
-        run_files.write_run_config(self.paths, self.config, self.workload.identity())
+        run_identity.write_run_config(self.paths, self.config, self.workload.identity())
         export.remove_leftovers(self.paths.logdir)  # of an export killed midway
         self.workload.write_files(self.paths)
 
     # ------------------------------------------------------------------ training
 
-    def _train(self, parts, cadence, start):
+    def _train(self, setup, cadence, start):
         """Runs the loop; returns the summary however it ends (re-raises bugs)."""
-        step_fn = self.workload.step_fn(parts)
-        run_actions = self._actions(parts, cadence)
+        step_fn = self.workload.step_fn(setup)
+        run_actions = self._actions(setup, cadence)
         try:
             self._write_run_files()
             result = run_loop(step_fn, start, cadence.total_steps, run_actions)
         except BaseException as error:
             # Ctrl-C in a notebook (signals not handled) ends as "interrupted".
             status = "interrupted" if isinstance(error, KeyboardInterrupt) else "failed"
-            stop = Stop(status, checkpoints.one_line(error))
-            result = LoopResult(status, int(parts.step.numpy()), start, stop)
+            stop = Stop(status, one_line(error))
+            result = LoopResult(status, int(setup.step.numpy()), start, stop)
             # A full disk for the log or run files ends the run like one for
             # a checkpoint, and so does running out of memory; anything else
             # is a bug, reported after the summary. A full disk is asked
             # first: TensorFlow's writers report one as ResourceExhausted.
-            if status == "failed" and _is_output_error(error):
-                stop.reason = _output_reason(error, stop.reason)
-            elif status == "failed" and _is_out_of_memory(error):
+            if status == "failed" and is_output_error(error):
+                stop.reason = output_reason(error, stop.reason)
+            elif status == "failed" and is_out_of_memory(error):
                 stop.reason = (
                     f"out of memory at step {result.step + 1}: {stop.reason}; "
                     "lower batch_size, max_len or the model's size, and rerun "
@@ -270,22 +267,22 @@ class _Run:
             else:
                 self._write_summary(self._summary(result, run_actions, cadence, None))
                 raise
-        return self._finish(result, parts, run_actions, cadence)
+        return self._finish(result, setup, run_actions, cadence)
 
-    def _actions(self, parts, cadence):
+    def _actions(self, setup, cadence):
         """The run's actions, in the order the module docstring gives."""
         probe_batch = self.workload.probe_batch
-        checkpointing = self._checkpointing(parts, cadence)
+        checkpointing = self._checkpointing(setup, cadence)
         last_checkpoint = lambda: checkpointing.last_path  # noqa: E731
         logdir = self.paths.tensorboard_dir
-        chosen = [self._nan_guard(parts.model, cadence, probe_batch, last_checkpoint)]
+        chosen = [self._nan_guard(setup.model, cadence, probe_batch, last_checkpoint)]
         if logdir and self.config.histogram_every:
             chosen.append(
-                self._norm_histograms(parts.model, logdir, probe_batch, cadence)
+                self._norm_histograms(setup.model, logdir, probe_batch, cadence)
             )
-        chosen.append(self._progress(parts, logdir, cadence))
+        chosen.append(self._progress(setup, logdir, cadence))
         chosen.append(checkpointing)
-        evaluate = self.workload.evaluate_fn(parts)
+        evaluate = self.workload.evaluate_fn(setup)
         if evaluate is not None:
             chosen.append(
                 reporting.Evaluation(
@@ -312,25 +309,24 @@ class _Run:
             cadence,
         )
 
-    def _progress(self, parts, logdir, cadence):
+    def _progress(self, setup, logdir, cadence):
         config = self.config
-        reset_window = getattr(self.workload, "reset_window", None)
         return reporting.Progress(
             self.log,
-            logdir,
-            cadence,
-            config.epochs,
-            config.batch_size,
-            config.log_every,
-            parts.learning_rate,
-            reset=reset_window(parts) if reset_window else None,
+            logdir=logdir,
+            cadence=cadence,
+            epochs=config.epochs,
+            batch_size=config.batch_size,
+            log_every=config.log_every,
+            learning_rate=setup.learning_rate,
+            reset=self.workload.reset_window(setup),
         )
 
     # ------------------------------------------------------------------ the end
 
-    def _checkpointing(self, parts, cadence):
+    def _checkpointing(self, setup, cadence):
         writer = checkpoints.CheckpointWriter(
-            parts.checkpoint,
+            setup.checkpoint,
             self.paths.own_checkpoint_dir,
             self.config.keep_checkpoints,
             known=self.resumed.known,
@@ -343,7 +339,7 @@ class _Run:
             scratch=not self.paths.owns_directories,
         )
 
-    def _finish(self, result, parts, run_actions, cadence):
+    def _finish(self, result, setup, run_actions, cadence):
         """Exports a completed run and builds the summary."""
         exported = None
         if result.status == "completed":
@@ -351,12 +347,10 @@ class _Run:
                 self.log.line("the checkpoint is already at the final step")
             if self.config.export:
                 try:
-                    exported = self._export(parts.model)
+                    exported = self._export(setup.model)
                 except OSError as error:
                     result.status = "failed"
-                    result.stop = Stop(
-                        "failed", f"export failed: {checkpoints.one_line(error)}"
-                    )
+                    result.stop = Stop("failed", f"export failed: {one_line(error)}")
                 else:
                     said = exported.describe() if exported else "model exported"
                     self.log.line(f"finished at step {result.step}; {said}")
@@ -379,11 +373,11 @@ class _Run:
     def _summary(self, result, run_actions, cadence, exported):
         metrics = {}
         for action in run_actions:
-            metrics.update(getattr(action, "metrics", {}))
+            metrics.update(action.metrics)
         checkpointing = next(
             a for a in run_actions if isinstance(a, actions.Checkpointing)
         )
-        return run_files.summary(
+        return outputs.summary(
             result,
             self.config,
             total_steps=cadence.total_steps,
@@ -400,53 +394,6 @@ class _Run:
         if not self.paths.owns_directories:
             return
         try:
-            run_files.write_summary(self.paths, summary)
+            outputs.write_summary(self.paths, summary)
         except OSError as error:
-            self.log.line(
-                f"could not write summary.json: {checkpoints.one_line(error)}"
-            )
-
-
-# What TensorFlow's writers (TensorBoard events in the logdir) say when the
-# disk is full, read-only or not theirs; they raise `tf.errors.OpError`, not
-# `OSError`.
-_OUTPUT_ERRORS = (
-    "No space left on device",
-    "Disk quota exceeded",
-    "Read-only file system",
-    "Permission denied",
-    "Could not flush events file",
-)
-
-
-def _is_out_of_memory(error):
-    """Whether `error` is the process or a device running out of memory."""
-    if isinstance(error, MemoryError):
-        return True
-    from tfnorm._keras import tf
-
-    return isinstance(error, tf.errors.ResourceExhaustedError)
-
-
-def _output_reason(error, reason):
-    """`reason`, with the disk's own words when TensorFlow put them on a
-    later line of its message (TF 2.9 opens with the failing node)."""
-    lines = [
-        line.strip()
-        for line in str(error).splitlines()
-        if any(marker in line for marker in _OUTPUT_ERRORS)
-    ]
-    if lines and lines[0] not in reason:
-        return f"{reason} ({lines[0][:300]})"
-    return reason
-
-
-def _is_output_error(error):
-    """Whether `error` is a failed write of an output (exit 74), not a bug."""
-    if isinstance(error, OSError):
-        return True
-    from tfnorm._keras import tf
-
-    return isinstance(error, tf.errors.OpError) and any(
-        marker in str(error) for marker in _OUTPUT_ERRORS
-    )
+            self.log.line(f"could not write summary.json: {one_line(error)}")

@@ -237,6 +237,24 @@ def count_classes(labels, path, num_classes=None, lines=None):
     return inferred
 
 
+def _vectorizer(train_path, train_texts, max_len, max_tokens, vocabulary):
+    """The vectoriser of a run and its vocabulary: `vocabulary` when an
+    earlier run saved one, else adapted to the training texts."""
+    if vocabulary is not None:
+        return make_vectorizer(max_len, vocabulary=list(vocabulary)), vocabulary
+    vectorizer = make_vectorizer(max_len, max_tokens=max_tokens)
+    from tfnorm._keras import tf
+
+    vectorizer.adapt(tf.data.Dataset.from_tensor_slices(train_texts).batch(256))
+    vocabulary = get_vocabulary(vectorizer)
+    if not vocabulary:
+        raise DataError(
+            f"{train_path}: the texts hold no words (after lower-casing and "
+            "removing punctuation); there is nothing to train on."
+        )
+    return vectorizer, vocabulary
+
+
 def load_text_data(
     train_path,
     val_path=None,
@@ -297,19 +315,9 @@ def load_text_data(
         val_ids = [train_ids[i] for i in val_index]
         train_texts = [train_texts[i] for i in train_index]
         train_ids = [train_ids[i] for i in train_index]
-    if vocabulary is None:
-        vectorizer = make_vectorizer(max_len, max_tokens=max_tokens)
-        from tfnorm._keras import tf
-
-        vectorizer.adapt(tf.data.Dataset.from_tensor_slices(train_texts).batch(256))
-        vocabulary = get_vocabulary(vectorizer)
-        if not vocabulary:
-            raise DataError(
-                f"{train_path}: the texts hold no words (after lower-casing and "
-                "removing punctuation); there is nothing to train on."
-            )
-    else:
-        vectorizer = make_vectorizer(max_len, vocabulary=list(vocabulary))
+    vectorizer, vocabulary = _vectorizer(
+        train_path, train_texts, max_len, max_tokens, vocabulary
+    )
     vocab_size = len(vocabulary) + 2
     report["truncation"], line = truncation_report(
         max_len,

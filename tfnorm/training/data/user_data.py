@@ -1,4 +1,4 @@
-"""What a `data_fn` returns, checked and held for the run (`own_model.py`).
+"""What a `data_fn` returns, checked and held for the run (`workloads.own_model`).
 
 `data_fn()` returns the training data, or `(train, validation)`, or a dict
 with `"train"` and `"validation"`; each part is a `tf.data.Dataset` of

@@ -9,7 +9,7 @@ import os
 
 import numpy as np
 
-from tfnorm.training.files import atomic_write_text, refuse_links
+from tfnorm._safe_io import atomic_write_text, refuse_links
 
 #: Name of the vocabulary file saved with a run.
 VOCABULARY_FILE = "vocabulary.json"

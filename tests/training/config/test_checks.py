@@ -1,0 +1,39 @@
+"""The checks of `TrainConfig.resolve` that involve several settings."""
+
+from __future__ import annotations
+
+import pytest
+
+from tfnorm.training.config.settings import ConfigError
+from tfnorm.training.config.train_config import TrainConfig
+
+
+@pytest.mark.parametrize(
+    "values, key",
+    [
+        ({"task": "sorted", "d_model": 64, "num_heads": 5}, "d_model"),
+        ({"task": "duplicate", "vocab_size": 10}, "vocab_size"),
+        ({"task": "majority", "num_classes": 40}, "num_classes"),
+        ({"task": "sorted", "vocab_size": 2**30}, "vocab_size"),
+        ({"task": "sorted", "max_len": 20000}, "max_len"),
+        ({"task": "sorted", "epsilon": 1e-46}, "epsilon"),
+        ({"task": "sorted", "norm": "batch"}, "norm"),
+        ({"task": "sorted", "data": "train.csv"}, "task"),
+        ({}, "task"),
+    ],
+)
+def test_bad_combinations_name_the_key_to_change_and_the_values(values, key):
+    with pytest.raises(ConfigError) as info:
+        TrainConfig.from_dict(values).resolve()
+    assert info.value.key == key
+    assert "Received:" in str(info.value) and "\n" not in str(info.value)
+
+
+def test_val_data_needs_a_data_file(tmp_path):
+    val = tmp_path / "val.csv"
+    val.write_text("text,label\na,0\n")
+    with pytest.raises(
+        ConfigError, match=r"val_data \(--val-data\) needs data"
+    ) as info:
+        TrainConfig(task="sorted", val_data=str(val)).resolve()
+    assert info.value.key == "val_data"

@@ -1,0 +1,255 @@
+"""The checks of `TrainConfig.resolve` that involve several settings.
+
+Each setting reads and checks its own value (`tfnorm.training.config.settings`);
+these are the rules no single value decides: exactly one data
+source, a validation split only of a file, the synthetic tasks' needs, a
+model and a step that fit in memory, a norm spec with its epsilon, and a log
+file that is neither a link nor a data file. Each failure is a `ConfigError`
+naming the key to change.
+
+Like the rest of `config`, this module must not import TensorFlow at import time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+from tfnorm._checks import check_heads
+from tfnorm.choices import SYNTHETIC_TASKS
+from tfnorm.training.config.settings import CLASSIFIER, ConfigError, setting_of
+
+# The synthetic tasks' smallest default vocabulary (`make_synthetic`), and
+# the vocabulary limit of data files.
+_SYNTHETIC_VOCAB = 16
+_FILE_VOCAB = 20000
+# The largest model and step `resolve` lets through: weights, or one layer's
+# attention scores or feed-forward activations for a batch, past 2**31 values
+# (8 GiB in float32) exceed TensorFlow's int32 tensor sizes and most
+# machines' memory; such sizes are typos (an extra zero), caught before
+# anything is created.
+MAX_VALUES = 2**31 - 1
+
+
+def check_scope(values, config_class):
+    """With `model_fn`, a setting of tfnorm's classifier given a value other
+    than its default is refused: the user's model would silently ignore it."""
+    if values["model_fn"] is None:
+        return
+    for field in dataclasses.fields(config_class):
+        if (
+            setting_of(field).scope == CLASSIFIER
+            and values[field.name] != field.default
+        ):
+            raise ConfigError(
+                field.name,
+                f"{field.name} applies to tfnorm's classifier only; a model_fn "
+                "model does not read it: leave it out or build it into your "
+                f"model. Received: {field.name}={values[field.name]!r}",
+            )
+
+
+def check_one_source(task, data, model_fn=None, data_fn=None):
+    """Checks that exactly one data source is given: a synthetic task, a data
+    file, or the user's `data_fn` (which goes with `model_fn`).
+
+    Runs before the values are read: "both given" is the error to report
+    even when the file does not exist. `train(config, model_fn=...,
+    data_fn=...)` passes its callables here in place of the names.
+    """
+
+    def given(value):
+        return value is not None and str(value).strip().lower() not in ("none", "null")
+
+    if given(model_fn) != given(data_fn):
+        key = "data_fn" if given(model_fn) else "model_fn"
+        raise ConfigError(
+            key,
+            "model_fn (--model-fn) and data_fn (--data-fn) go together: your "
+            "model trains on your data. Received: "
+            f"model_fn={model_fn!r}, data_fn={data_fn!r}",
+        )
+    if given(model_fn):
+        if given(task) or given(data):
+            raise ConfigError(
+                "task" if given(task) else "data",
+                "With model_fn and data_fn, the data come from data_fn: leave "
+                f"out task and data. Received: task={task!r}, data={data!r}",
+            )
+        return
+    if given(task) == given(data):
+        raise ConfigError(
+            "task",
+            "Give exactly one data source: a synthetic task (task / --task, "
+            f"one of {', '.join(SYNTHETIC_TASKS)}), a file (data / --data), or "
+            "your own model_fn and data_fn (--model-fn, --data-fn). "
+            f"Received: task={task!r}, data={data!r}",
+        )
+
+
+def check_combinations(values):
+    """Checks that involve several settings; `values` are already read."""
+    task, data = values["task"], values["data"]
+    if values["val_data"] is not None and data is None:
+        raise ConfigError(
+            "val_data",
+            "val_data (--val-data) needs data (--data); synthetic tasks make "
+            f"their own validation set. Received: val_data={values['val_data']!r}",
+        )
+    # 0 ("no split") is harmless anywhere; a share only means something for
+    # a file without a validation file.
+    if values["val_split"] and (values["val_data"] or not data):
+        reason = "splits data (--data); synthetic tasks make their own validation"
+        if data:
+            reason = "splits data (--data) when no val_data (--val-data) is given"
+        raise ConfigError(
+            "val_split",
+            f"val_split (--val-split) {reason}. Received: "
+            f"val_split={values['val_split']!r}, val_data={values['val_data']!r}",
+        )
+    try:
+        check_heads(values["d_model"], values["num_heads"])
+    except ValueError as error:
+        raise ConfigError("d_model", str(error)) from None
+    if task is not None:
+        _check_task(values)
+    if values["model_fn"] is not None:
+        return  # the user's model: tfnorm's model settings do not apply
+    _check_model_size(values)
+    _check_norm(values["norm"], values["epsilon"], values)
+    _check_log_file(values)
+
+
+def _check_log_file(values):
+    """The log file is appended to: never through a link, never a data file."""
+    path = values["log_file"]
+    if path is None:
+        return
+    if os.path.islink(path):
+        raise ConfigError(
+            "log_file",
+            f"{path} is a symbolic link; progress lines are appended only to a "
+            f"plain file, never through a link. Received: log_file={path!r}",
+        )
+    for key in ("data", "val_data"):
+        other = values[key]
+        try:
+            same = other is not None and os.path.samefile(path, other)
+        except OSError:  # the log file does not exist yet
+            same = False
+        if same:
+            flag = "--" + key.replace("_", "-")
+            raise ConfigError(
+                "log_file",
+                f"log_file is the same file as {key} ({flag}); progress lines "
+                f"would be appended to the data. Received: log_file={path!r}, "
+                f"{key}={other!r}",
+            )
+
+
+def _check_task(values):
+    task, max_len, classes = values["task"], values["max_len"], values["num_classes"]
+    vocab = values["vocab_size"] or max(_SYNTHETIC_VOCAB, 2 * max_len + 1)
+    if task == "duplicate" and vocab - 1 < max_len:
+        raise ConfigError(
+            "vocab_size",
+            "The duplicate task needs vocab_size > max_len, so that sequences "
+            f"without repeats exist. Received: vocab_size={vocab}, max_len={max_len}",
+        )
+    if task == "majority" and classes is not None and classes > vocab - 1:
+        raise ConfigError(
+            "num_classes",
+            "The majority task needs num_classes < vocab_size (each class "
+            f"holds token ids). Received: num_classes={classes}, vocab_size={vocab}",
+        )
+
+
+def _check_model_size(values):
+    d_model, max_len, layers = (
+        values["d_model"],
+        values["max_len"],
+        values["num_layers"],
+    )
+    vocab = values["vocab_size"] or (
+        _FILE_VOCAB if values["data"] else max(_SYNTHETIC_VOCAB, 2 * max_len + 1)
+    )
+    dff = values["dff"] or 4 * d_model
+    # Embeddings, then each block's attention and feed-forward kernels.
+    weights = {
+        "vocab_size": vocab * d_model,
+        "max_len": max_len * d_model,
+        "num_classes": (values["num_classes"] or 0) * d_model,
+        "d_model": layers * (4 * d_model * d_model + 2 * d_model * dff),
+    }
+    total = sum(weights.values())
+    if total > MAX_VALUES:
+        key = max(weights, key=weights.get)
+        raise ConfigError(
+            key,
+            f"The model would have about {total:.2g} weights, more than the "
+            f"{MAX_VALUES} tfnorm train builds. Received: vocab_size={vocab}, "
+            f"max_len={max_len}, num_classes={values['num_classes']}, "
+            f"num_layers={layers}, d_model={d_model}, dff={dff}",
+        )
+    batch = values["batch_size"]
+    activations = {
+        "max_len": batch * values["num_heads"] * max_len * max_len,
+        "dff": batch * max_len * dff,
+    }
+    if max(activations.values()) > MAX_VALUES:
+        key = max(activations, key=activations.get)
+        raise ConfigError(
+            key,
+            f"One batch would need about {max(activations.values()):.2g} values "
+            f"in one layer (attention scores: batch x heads x max_len^2; "
+            f"feed-forward: batch x max_len x dff), more than {MAX_VALUES}. "
+            f"Lower batch_size, max_len or dff. Received: batch_size={batch}, "
+            f"num_heads={values['num_heads']}, max_len={max_len}, dff={dff}",
+        )
+
+
+def _check_norm(norm, epsilon, values):
+    from tfnorm.layers.factory import norm_from_spec
+
+    try:
+        layer = norm_from_spec(norm, "norm", epsilon=epsilon)
+    except (ValueError, TypeError) as error:
+        key = "epsilon" if "epsilon" in str(error).split("Received")[0] else "norm"
+        raise ConfigError(key, str(error)) from None
+    if isinstance(norm, dict):
+        _check_norm_config(norm, layer, values)
+
+
+def _check_norm_config(norm, layer, values):
+    """A norm config dict must fit the classifier's (batch, max_len, d_model) rows.
+
+    Its `axis` and `dtype` are the user's, and a wrong one (the batch axis,
+    an axis past the rank, float16 weights in a float32 model) would only
+    fail while the model is built, as a traceback.
+    """
+    from tfnorm._keras import tf
+    from tfnorm.choices import PRECISION_POLICIES
+
+    config = norm.get("config") or {}
+    policy = getattr(getattr(layer, "dtype_policy", None), "name", None)
+    run_policy = PRECISION_POLICIES.get(values["mixed_precision"], "float32")
+    if config.get("dtype") is not None and policy not in ("float32", run_policy):
+        raise ConfigError(
+            "norm",
+            f"the norm's `dtype` must be left out (the run's dtypes follow "
+            f"--mixed-precision {values['mixed_precision']}); a {policy} norm "
+            "cannot sit between the model's layers. "
+            f"Received: norm.config.dtype={config['dtype']!r}",
+        )
+    shape = tf.TensorShape([None, values["max_len"], values["d_model"]])
+    try:
+        layer.build(shape)
+    except (ValueError, TypeError) as error:
+        axis = config.get("axis", getattr(layer, "axis", None))
+        reason = " ".join(str(error).split("Received:")[0].split()).rstrip(". ")
+        raise ConfigError(
+            "norm",
+            f"the norm's `axis` does not fit the model's rows of shape (batch, "
+            f"max_len, d_model) = {shape} ({reason}); "
+            f"use axis -1 (the features). Received: norm.config.axis={axis!r}",
+        ) from None

@@ -1,0 +1,348 @@
+"""`TrainConfig`: every setting of a `tfnorm train` run, declared once.
+
+Each field carries its own `settings.Setting` (help, group, reader, resume
+class, scope); the command line's flags are generated from them
+(`tfnorm.cli.flags`), and values from flags, config files and notebooks all
+go through the same `Setting.parse` in `resolve()`. Field names are the
+config-file keys. No TensorFlow at import time: `--help` is built from here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+from tfnorm._checks import MAX_SEED
+from tfnorm.choices import (
+    DECAYS,
+    NORM_POSITIONS,
+    OPTIMIZERS,
+    POOLINGS,
+    PRECISION_MODES,
+    STRATEGIES,
+    SYNTHETIC_TASKS,
+    norms_help,
+)
+from tfnorm.training.config import checks
+from tfnorm.training.config.checks import check_combinations
+from tfnorm.training.config.declared import DeclaredSettings
+from tfnorm.training.config.settings import (
+    ANY_MODEL,
+    CLASSIFIER,
+    FIXED,
+    FREE,
+    LOGGED,
+    MODEL_FN_ONLY,
+    boolean,
+    choice,
+    creatable,
+    device_list,
+    existing_file,
+    function_spec,
+    integer,
+    keys_declared,
+    loss_name,
+    norm_spec,
+    number,
+    precision,
+    setting,
+)
+
+# The shortest sequence: the synthetic tasks compare two tokens, and a text
+# model seeing one token could learn no relation between words.
+MIN_MAX_LEN = 2
+# The share of --data held out for validation when no --val-data is given.
+DEFAULT_VAL_SPLIT = 0.1
+# Synthetic examples are generated in memory, in Python.
+MAX_SYNTHETIC_EXAMPLES = 2**24
+
+DATA = "data (give --task or --data, or --model-fn with --data-fn)"
+OWN_MODEL = "your own model (instead of tfnorm's classifier)"
+MODEL = "model"
+OPTIMISATION = "optimisation"
+RUNTIME = "runtime"
+OUTPUTS = "outputs"
+POSITIVE = integer(1)
+NON_NEGATIVE = integer(0)
+
+
+@dataclasses.dataclass
+class TrainConfig(DeclaredSettings):
+    """Settings of one training run (see `tfnorm train --help` for each).
+
+    Build one from keywords or a dict (`TrainConfig.from_dict`); `resolve()`
+    returns a copy with every value checked and the derived defaults filled
+    in (`dff`, `checkpoint_dir`, `num_classes` of the synthetic tasks,
+    `val_split` of a data file without a validation file), and the resolved
+    copy itself when asked again.
+    """
+
+    # The user's own model and data.
+    model_fn: str | None = setting(
+        None, OWN_MODEL, "MODULE:FUNCTION returning a Keras model (MODULE a "
+        "module name or path/to/file.py); called under the distribution "
+        "strategy's scope. A compiled model keeps its optimizer, loss and "
+        "metrics; an uncompiled one gets the optimisation settings and --loss",
+        function_spec, optional=True, metavar="MODULE:FUNCTION", resume=FIXED, scope=ANY_MODEL,
+    )  # fmt: skip
+    data_fn: str | None = setting(
+        None, OWN_MODEL, "MODULE:FUNCTION returning the training data or "
+        "(train, validation): tf.data.Datasets of (x, y) batches or NumPy "
+        "arrays (x, y), which the run batches by --batch-size",
+        function_spec, optional=True, metavar="MODULE:FUNCTION", resume=FIXED, scope=ANY_MODEL,
+    )  # fmt: skip
+    loss: str | None = setting(
+        None, OWN_MODEL, "Keras loss of an uncompiled --model-fn model, e.g. "
+        "sparse_categorical_crossentropy", loss_name, optional=True,
+        metavar="NAME", resume=FIXED, scope=MODEL_FN_ONLY,
+    )  # fmt: skip
+    from_logits: bool = setting(
+        False, OWN_MODEL, "the --loss takes logits (the model has no softmax)",
+        boolean, flags=("--from-logits",), action="store_true", resume=FIXED, scope=MODEL_FN_ONLY,
+    )  # fmt: skip
+    # Data: a synthetic task or files.
+    task: str | None = setting(
+        None,
+        DATA,
+        "synthetic task: sorted (is the sequence sorted), duplicate (does a "
+        "token occur twice), majority (most frequent token class)",
+        choice(SYNTHETIC_TASKS),
+        optional=True,
+        resume=FIXED,
+        scope=CLASSIFIER,
+    )
+    data: str | None = setting(
+        None, DATA, "training file (CSV, TSV or JSONL)", existing_file,
+        optional=True, metavar="PATH", resume=FIXED, scope=CLASSIFIER,
+    )  # fmt: skip
+    val_data: str | None = setting(
+        None, DATA, "validation file (same formats as --data)", existing_file,
+        optional=True, metavar="PATH", resume=LOGGED, scope=CLASSIFIER,
+    )  # fmt: skip
+    val_split: float | None = setting(
+        None, DATA, "without --val-data, the share of --data held out for "
+        "validation, split by --seed; 0 for none (a file of fewer than 10 "
+        "examples is not split)", number(0.0, below=1.0), optional=True,
+        metavar="SHARE", default_text=f"{DEFAULT_VAL_SPLIT} with --data alone", resume=FIXED, scope=CLASSIFIER,
+    )  # fmt: skip
+    num_examples: int = setting(
+        2048, DATA, "synthetic training examples",
+        integer(1, MAX_SYNTHETIC_EXAMPLES), resume=FIXED, scope=CLASSIFIER,
+    )  # fmt: skip
+    vocab_size: int | None = setting(
+        None, DATA, "synthetic: token ids; files: vocabulary limit (counting "
+        "padding and the unknown token, so at least 3)", integer(3),
+        optional=True, default_text="max(16, 2*max_len+1) for tasks, 20000 for files", resume=FIXED, scope=CLASSIFIER,
+    )  # fmt: skip
+    num_classes: int | None = setting(
+        None, DATA, "classes of --task majority, or of a data file: its id "
+        "labels must then be 0..num_classes-1, its name labels that many",
+        integer(2), optional=True,
+        default_text="3; files: max label + 1, or the number of names", resume=FIXED, scope=CLASSIFIER,
+    )  # fmt: skip
+    max_len: int = setting(
+        16,
+        DATA,
+        "tokens per example",
+        integer(MIN_MAX_LEN, 2**20),
+        resume=FIXED,
+        scope=CLASSIFIER,
+    )
+    # Model.
+    num_layers: int = setting(
+        2, MODEL, "encoder blocks", POSITIVE, resume=FIXED, scope=CLASSIFIER
+    )
+    d_model: int = setting(64, MODEL, "width", POSITIVE, resume=FIXED, scope=CLASSIFIER)
+    num_heads: int = setting(
+        4,
+        MODEL,
+        "attention heads, must divide --d-model",
+        POSITIVE,
+        resume=FIXED,
+        scope=CLASSIFIER,
+    )
+    dff: int | None = setting(
+        None, MODEL, "feed-forward width", POSITIVE,
+        optional=True, default_text="4 * d_model", resume=FIXED, scope=CLASSIFIER,
+    )  # fmt: skip
+    norm: str = setting(
+        "layer",
+        MODEL,
+        f"normalisation: {norms_help()}",
+        norm_spec,
+        resume=FIXED,
+        scope=CLASSIFIER,
+    )
+    norm_position: str = setting(
+        "pre",
+        MODEL,
+        "where the norms sit",
+        choice(NORM_POSITIONS),
+        resume=FIXED,
+        scope=CLASSIFIER,
+    )
+    pooling: str = setting(
+        "mean", MODEL, "token pooling", choice(POOLINGS), resume=FIXED, scope=CLASSIFIER
+    )
+    dropout_rate: float = setting(
+        0.1, MODEL, "dropout in [0, 1)", number(0.0, below=1.0),
+        flags=("--dropout-rate", "--dropout"), resume=LOGGED, scope=CLASSIFIER,
+    )  # fmt: skip
+    epsilon: float | None = setting(
+        None, MODEL, "norm epsilon", number(above=0.0),
+        optional=True, default_text="the norm's own", resume=LOGGED, scope=CLASSIFIER,
+    )  # fmt: skip
+    # Optimisation.
+    optimizer: str = setting(
+        "adamw",
+        OPTIMISATION,
+        "optimizer",
+        choice(OPTIMIZERS),
+        resume=FIXED,
+        scope=ANY_MODEL,
+    )
+    learning_rate: float = setting(
+        1e-3,
+        OPTIMISATION,
+        "peak learning rate",
+        number(above=0.0),
+        resume=LOGGED,
+        scope=ANY_MODEL,
+    )
+    warmup_steps: int = setting(
+        0,
+        OPTIMISATION,
+        "linear warm-up steps, 0 for none",
+        NON_NEGATIVE,
+        resume=LOGGED,
+        scope=ANY_MODEL,
+    )
+    decay: str = setting(
+        "cosine",
+        OPTIMISATION,
+        "learning-rate decay after warm-up",
+        choice(DECAYS),
+        resume=LOGGED,
+        scope=ANY_MODEL,
+    )
+    weight_decay: float = setting(
+        0.01, OPTIMISATION, "decoupled weight decay of adamw; never applied to "
+        "norms or biases", number(0.0), resume=LOGGED, scope=ANY_MODEL,
+    )  # fmt: skip
+    clipnorm: float | None = setting(
+        1.0, OPTIMISATION, "global gradient-norm clipping, 'none' or 0 to disable",
+        number(above=0.0), optional=True, off=("off", "false", "0", 0, False), resume=LOGGED, scope=ANY_MODEL,
+    )  # fmt: skip
+    epochs: int = setting(
+        1,
+        OPTIMISATION,
+        "passes over the data",
+        POSITIVE,
+        resume=LOGGED,
+        scope=ANY_MODEL,
+    )
+    steps_per_epoch: int | None = setting(
+        None, OPTIMISATION, "steps per epoch", POSITIVE,
+        optional=True, default_text="one pass over the training set", resume=LOGGED, scope=ANY_MODEL,
+    )  # fmt: skip
+    batch_size: int = setting(
+        32, OPTIMISATION, "global batch size, split over the replicas",
+        integer(1, 2**20), resume=FIXED, scope=ANY_MODEL,
+    )  # fmt: skip
+    seed: int = setting(
+        0, OPTIMISATION, f"seed of the data, weights and order (0..{MAX_SEED})",
+        integer(0, MAX_SEED), resume=FIXED, scope=ANY_MODEL,
+    )  # fmt: skip
+    # Runtime.
+    strategy: str = setting(
+        "auto", RUNTIME, "distribution: auto picks multi_worker from a "
+        "multi-worker TF_CONFIG, mirrored for 2+ GPUs, one_device for 1 GPU, "
+        "else default", choice(STRATEGIES), resume=FREE, scope=ANY_MODEL,
+    )  # fmt: skip
+    devices: list | None = setting(
+        None, RUNTIME, "comma-separated devices for --strategy "
+        "mirrored/one_device (e.g. /gpu:0,/gpu:1)", device_list,
+        optional=True, metavar="LIST", default_text="all visible", resume=FREE, scope=ANY_MODEL,
+    )  # fmt: skip
+    mixed_precision: str = setting(
+        "float32", RUNTIME, "float16 (with loss scaling) or bfloat16 compute",
+        precision, metavar="{" + ",".join(PRECISION_MODES) + "}", resume=FIXED, scope=ANY_MODEL,
+    )  # fmt: skip
+    # Outputs.
+    logdir: str = setting(
+        "runs/tfnorm", OUTPUTS, "TensorBoard logs, summary.json and the "
+        "exported model; one run at a time (a second run on it is refused, "
+        "even with its own --checkpoint-dir)", creatable("directory"),
+        metavar="DIR", resume=FREE, scope=ANY_MODEL,
+    )  # fmt: skip
+    checkpoint_dir: str | None = setting(
+        None, OUTPUTS, "checkpoints; rerunning with the same one resumes",
+        creatable("directory"), optional=True, metavar="DIR",
+        default_text="LOGDIR/checkpoints", resume=FREE, scope=ANY_MODEL,
+    )  # fmt: skip
+    checkpoint_every: int = setting(
+        100, OUTPUTS, "steps between checkpoints, plus one at the last step",
+        POSITIVE, resume=FREE, scope=ANY_MODEL,
+    )  # fmt: skip
+    epoch_checkpoints: bool = setting(
+        False, OUTPUTS, "also save a checkpoint at each epoch end",
+        boolean, flags=("--epoch-checkpoints",), action="store_true", resume=FREE, scope=ANY_MODEL,
+    )  # fmt: skip
+    keep_checkpoints: int = setting(
+        3, OUTPUTS, "checkpoints kept", POSITIVE, resume=FREE, scope=ANY_MODEL
+    )
+    log_every: int = setting(
+        10, OUTPUTS, "steps between progress lines, plus one at the last step",
+        POSITIVE, resume=FREE, scope=ANY_MODEL,
+    )  # fmt: skip
+    histogram_every: int = setting(
+        100, OUTPUTS, "steps between norm histograms in LOGDIR/norms (plus "
+        "step 0 and the last step), 0 for none",
+        NON_NEGATIVE, resume=FREE, scope=ANY_MODEL,
+    )  # fmt: skip
+    log_file: str | None = setting(
+        None, OUTPUTS, "also append the progress lines to this file "
+        "(line-buffered; not a symbolic link, not a data file)",
+        creatable("file"), optional=True, metavar="PATH", resume=FREE, scope=ANY_MODEL,
+    )  # fmt: skip
+    export: bool = setting(
+        True, OUTPUTS, "do not export the final model (checkpoints and logs "
+        "only)", boolean, flags=("--no-export",), action="store_false", resume=FREE, scope=ANY_MODEL,
+    )  # fmt: skip
+
+    SETTING_NOUN = "training setting"
+
+    def _check_given(self):
+        checks.check_one_source(self.task, self.data, self.model_fn, self.data_fn)
+
+    def _finish(self, values):
+        checks.check_scope(values, type(self))
+        check_combinations(values)
+        # The derived defaults, filled here once: what the run, its identity
+        # and `--print-config` all read.
+        if values["dff"] is None and values["model_fn"] is None:
+            values["dff"] = 4 * values["d_model"]
+        if values["checkpoint_dir"] is None:
+            values["checkpoint_dir"] = os.path.join(values["logdir"], "checkpoints")
+        if (
+            values["model_fn"] is None
+            and values["task"] is not None
+            and values["num_classes"] is None
+        ):
+            values["num_classes"] = 3
+        if values["data"] and not values["val_data"] and values["val_split"] is None:
+            values["val_split"] = DEFAULT_VAL_SPLIT
+
+    def validate(self):
+        """The same as `resolve()`, under the name a notebook may look for."""
+        return self.resolve()
+
+
+#: Settings a resumed run must share with its checkpoint: they fix the shapes
+#: of the checkpointed variables or the meaning of the saved data position.
+RESUME_KEYS = keys_declared(TrainConfig, resume=FIXED)
+#: Settings that may change on resume; a change is logged, so a resumed run's
+#: log says what it trains with.
+CHANGEABLE_KEYS = keys_declared(TrainConfig, resume=LOGGED)
+#: Settings of tfnorm's classifier, refused with `model_fn`.
+CLASSIFIER_KEYS = keys_declared(TrainConfig, scope=CLASSIFIER)

@@ -1,0 +1,5 @@
+"""The run directory: where everything goes (`paths`), who may write there
+(`lock`), checkpoints and where a run resumes from (`checkpoints`, `resume`),
+the run's identity and what may change on resume (`run_identity`), what a run
+leaves behind (`outputs`: summary, export, vocabulary and label copies, exit
+statuses) and the progress log (`progress_log`)."""
