@@ -92,6 +92,16 @@ def check_heads(d_model, num_heads):
         )
 
 
+def check_block_sizes(d_model, num_heads, dff):
+    """A Transformer block's widths as positive ints, the heads dividing
+    `d_model`; returns `(d_model, num_heads, dff)`."""
+    d_model = check_positive_int("d_model", d_model)
+    num_heads = check_positive_int("num_heads", num_heads)
+    dff = check_positive_int("dff", dff)
+    check_heads(d_model, num_heads)
+    return d_model, num_heads, dff
+
+
 def check_seed(name, value):
     return check_int(name, value, minimum=0, maximum=MAX_SEED)
 

@@ -22,6 +22,7 @@ symbolic link to a bigger disk is the user's choice and keeps working.
 from __future__ import annotations
 
 import errno
+import hashlib
 import json
 import os
 import secrets
@@ -44,6 +45,15 @@ class UnsafeFileError(OSError):
 
     def __str__(self):
         return self.strerror
+
+
+def file_sha256(path):
+    """Hex SHA-256 of a file's bytes, read in 1 MiB chunks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def refuse_links(paths):

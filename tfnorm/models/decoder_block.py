@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from tfnorm._checks import (
+    check_block_sizes,
     check_choice,
-    check_heads,
     check_positive_int,
     check_rate,
 )
@@ -159,10 +159,9 @@ class TransformerDecoderBlock(Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        self.d_model = check_positive_int("d_model", d_model)
-        self.num_heads = check_positive_int("num_heads", num_heads)
-        self.dff = check_positive_int("dff", dff)
-        check_heads(self.d_model, self.num_heads)
+        self.d_model, self.num_heads, self.dff = check_block_sizes(
+            d_model, num_heads, dff
+        )
         self.num_kv_heads = check_num_kv_heads(self.num_heads, num_kv_heads)
         self.head_dim = self.d_model // self.num_heads
         self.rope_max_wavelength = check_rope(

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import re
 
-from tfnorm._keras import keras, padding_mask_like, register_model_class
+from tfnorm._keras import padding_mask_like, register_model_class
+from tfnorm.models.encoder_model import OptionalMaskModel
 
 _BLOCK_NAME = re.compile(r"block_(\d+)$")
 
 
 @register_model_class
-class DecoderModel(keras.Model):
+class DecoderModel(OptionalMaskModel):
     """A functional model from token ids (and a padding mask) to next-token logits.
 
     `tfnorm.build_decoder` returns this class. It is an ordinary functional
@@ -39,16 +40,6 @@ class DecoderModel(keras.Model):
     >>> model(np.array([[5, 8, 13]])).shape
     TensorShape([1, 3, 100])
     """
-
-    # The two-input spec would reject the ids-alone form before `call`
-    # could complete it; the layers check shapes themselves.
-    @property
-    def input_spec(self):
-        return None
-
-    @input_spec.setter
-    def input_spec(self, value):
-        pass
 
     def _with_padding_mask(self, inputs):
         if isinstance(inputs, dict):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tfnorm._checks import check_heads, check_positive_int, check_rate
+from tfnorm._checks import check_block_sizes, check_rate
 from tfnorm._keras import (
     Layer,
     attention_projections,
@@ -163,10 +163,9 @@ class TransformerEncoderBlock(Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        self.d_model = check_positive_int("d_model", d_model)
-        self.num_heads = check_positive_int("num_heads", num_heads)
-        self.dff = check_positive_int("dff", dff)
-        check_heads(self.d_model, self.num_heads)
+        self.d_model, self.num_heads, self.dff = check_block_sizes(
+            d_model, num_heads, dff
+        )
         self.dropout_rate = check_rate("dropout_rate", dropout_rate)
         self.attention_dropout = optional_rate("attention_dropout", attention_dropout)
         self.ffn_dropout = optional_rate("ffn_dropout", ffn_dropout)

@@ -1,12 +1,28 @@
-"""`EncoderModel`: a functional encoder whose padding-mask input is optional."""
+"""`EncoderModel`: a functional encoder whose padding-mask input is optional,
+and the base it shares with `DecoderModel`."""
 
 from __future__ import annotations
 
 from tfnorm._keras import keras, padding_mask_like, register_model_class
 
 
+class OptionalMaskModel(keras.Model):
+    """A functional model of `(inputs, padding_mask)` that may be called
+    with `inputs` alone; subclasses complete the mask in `call`."""
+
+    # The two-input spec would reject the one-input form before `call` could
+    # complete it; the layers inside check the shapes themselves.
+    @property
+    def input_spec(self):
+        return None
+
+    @input_spec.setter
+    def input_spec(self, value):
+        pass
+
+
 @register_model_class
-class EncoderModel(keras.Model):
+class EncoderModel(OptionalMaskModel):
     """A functional model of `(sequence, padding_mask)` that also takes `sequence` alone.
 
     `tfnorm.encoder_layer` and `tfnorm.build_encoder` return this class.
@@ -33,16 +49,6 @@ class EncoderModel(keras.Model):
     >>> encoder(np.zeros((2, 8, 32), "float32")).shape
     TensorShape([2, 8, 32])
     """
-
-    # The two-input spec would reject the one-tensor form before `call`
-    # could complete it; the blocks check the sequence's shape themselves.
-    @property
-    def input_spec(self):
-        return None
-
-    @input_spec.setter
-    def input_spec(self, value):
-        pass
 
     def _with_padding_mask(self, inputs, mask):
         """`(inputs, mask)` in the two-input form the graph was built for."""

@@ -141,7 +141,7 @@ def _check_same_export(run_dir, summary):
     recorded = exported.get("sha256") if isinstance(exported, dict) else None
     if not isinstance(recorded, dict):
         return
-    from tfnorm.training.rundir.export import file_sha256
+    from tfnorm._safe_io import file_sha256
 
     for name, digest in recorded.items():
         path = os.path.join(run_dir, str(name))

@@ -25,7 +25,6 @@ other process is writing them).
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import os
 import re
 import secrets
@@ -34,7 +33,7 @@ import shutil
 import numpy as np
 
 from tfnorm import _keras
-from tfnorm._safe_io import refuse_links
+from tfnorm._safe_io import file_sha256, refuse_links
 
 #: The weights file of an export that is not the whole model.
 WEIGHTS_FILE = "model.weights.h5"
@@ -147,15 +146,6 @@ def fingerprints(path):
         names = [os.path.join(names[0], "saved_model.pb")]
     names += [n for n in COMPANIONS if os.path.isfile(os.path.join(directory, n))]
     return {name: file_sha256(os.path.join(directory, name)) for name in names}
-
-
-def file_sha256(path):
-    """Hex SHA-256 of a file's bytes, read in 1 MiB chunks."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def reload_problem(model, path, probe_inputs=None):

@@ -8,7 +8,6 @@ turns every token into `[UNK]` without any error.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 
@@ -23,15 +22,6 @@ from tfnorm.training.config.train_config import (
 
 RUN_CONFIG_FILE = "run_config.json"
 IDENTITY_KEY = "run_identity"
-
-
-def file_sha256(path):
-    """Hex SHA-256 of a file's bytes, read in 1 MiB chunks."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def read_run_config(checkpoint_dir):
