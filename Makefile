@@ -88,6 +88,7 @@ bench-keras3: venv
 	mkdir -p $(BENCH_DIR)
 	$(PY) bench/norms.py $(BENCH_ARGS) --markdown $(BENCH_DIR)/keras3-norms.md --json $(BENCH_DIR)/keras3-norms.json
 	$(PY) bench/encoder.py --xla $(BENCH_ARGS) --markdown $(BENCH_DIR)/keras3-encoder.md --json $(BENCH_DIR)/keras3-encoder.json
+	$(PY) bench/decoder.py --xla $(BENCH_ARGS) --markdown $(BENCH_DIR)/keras3-decoder.md --json $(BENCH_DIR)/keras3-decoder.json
 	$(PY) bench/train_loop.py $(BENCH_ARGS) --markdown $(BENCH_DIR)/keras3-train-loop.md --json $(BENCH_DIR)/keras3-train-loop.json
 	$(PY) bench/memory.py --markdown $(BENCH_DIR)/keras3-memory.md --json $(BENCH_DIR)/keras3-memory.json
 
@@ -96,6 +97,7 @@ bench-tf29:
 	mkdir -p $(BENCH_DIR)
 	tools/tf29-root.sh run python bench/norms.py $(BENCH_ARGS) --markdown $(BENCH_DIR)/tf29-norms.md --json $(BENCH_DIR)/tf29-norms.json
 	tools/tf29-root.sh run python bench/encoder.py --xla $(BENCH_ARGS) --markdown $(BENCH_DIR)/tf29-encoder.md --json $(BENCH_DIR)/tf29-encoder.json
+	tools/tf29-root.sh run python bench/decoder.py --xla $(BENCH_ARGS) --markdown $(BENCH_DIR)/tf29-decoder.md --json $(BENCH_DIR)/tf29-decoder.json
 	tools/tf29-root.sh run python bench/train_loop.py $(BENCH_ARGS) --markdown $(BENCH_DIR)/tf29-train-loop.md --json $(BENCH_DIR)/tf29-train-loop.json
 	tools/tf29-root.sh run python bench/memory.py --markdown $(BENCH_DIR)/tf29-memory.md --json $(BENCH_DIR)/tf29-memory.json
 

@@ -51,9 +51,14 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import numpy as np  # noqa: E402
 
 import tfnorm  # noqa: E402
+from bench import llama_reference  # noqa: E402
 from bench.encoder import IdentityNorm  # noqa: E402
 from bench.machine import Run  # noqa: E402
-from tfnorm._keras import IS_KERAS_3, keras, tf  # noqa: E402
+from tfnorm._keras import keras, tf  # noqa: E402
+
+# Every variant traces its own step: TensorFlow's retracing warning is
+# expected here.
+tf.get_logger().setLevel("ERROR")
 
 LAYERS, D_MODEL, HEADS, DFF, VOCAB = 4, 256, 4, 1024, 4096
 SEQ, BATCH = 128, 16
@@ -61,17 +66,6 @@ PROMPT, NEW_TOKENS, GEN_BATCHES = 32, 256, (1, 8)
 EPSILON = 1e-6  # the llama preset's and keras-hub Llama's
 PRESETS = ("llama", "gpt2")
 NORMS = ("rms", "layer", "identity")
-
-
-def keras_hub_missing():
-    """Why keras-hub's Llama cannot be the reference here, or None."""
-    if not IS_KERAS_3:
-        return "keras-hub needs Keras 3 (this runtime has Keras 2)"
-    try:
-        import keras_hub  # noqa: F401
-    except ImportError:
-        return "keras-hub is not installed"
-    return None
 
 
 def tfnorm_decoder(preset="llama", norm=None, max_len=SEQ):
@@ -94,53 +88,8 @@ def tfnorm_decoder(preset="llama", norm=None, max_len=SEQ):
 
 
 def keras_hub_llama():
-    """keras-hub's `LlamaCausalLM` of the same sizes, without a preprocessor."""
-    import keras_hub
-
-    backbone = keras_hub.models.LlamaBackbone(
-        vocabulary_size=VOCAB,
-        num_layers=LAYERS,
-        num_query_heads=HEADS,
-        hidden_dim=D_MODEL,
-        intermediate_dim=DFF,
-        num_key_value_heads=HEADS,
-        layer_norm_epsilon=EPSILON,
-    )
-    return keras_hub.models.LlamaCausalLM(backbone, preprocessor=None)
-
-
-def copy_into_keras_hub(model, causal_lm):
-    """Gives keras-hub's Llama the weights of tfnorm's llama decoder."""
-    backbone = causal_lm.backbone
-    pairs = [
-        ("token_embedding/embeddings", "token_embedding/embeddings"),
-        ("lm_head/kernel", "token_embedding/reverse_embeddings"),
-        ("final_norm/gamma", "sequence_output_layernorm/scale"),
-    ]
-    block_pairs = [
-        ("attention_norm/gamma", "self_attention_layernorm/scale"),
-        ("query/kernel", "self_attention/query/kernel"),
-        ("key/kernel", "self_attention/key/kernel"),
-        ("value/kernel", "self_attention/value/kernel"),
-        ("attention_output/kernel", "self_attention/attention_output/kernel"),
-        ("ffn_norm/gamma", "feedforward_layernorm/scale"),
-        ("ffn_gate/kernel", "feedforward_gate_dense/kernel"),
-        ("ffn_inner/kernel", "feedforward_intermediate_dense/kernel"),
-        ("ffn_output/kernel", "feedforward_output_dense/kernel"),
-    ]
-    for index in range(LAYERS):
-        pairs += [
-            (f"block_{index}/{ours}", f"transformer_layer_{index}/{theirs}")
-            for ours, theirs in block_pairs
-        ]
-    ours = {_path(w): w for w in model.weights}
-    theirs = {_path(w): w for w in backbone.weights}
-    for source, target in pairs:
-        theirs[target].assign(ours[source])
-
-
-def _path(weight):
-    return getattr(weight, "path", weight.name).split(":")[0]
+    """keras-hub's `LlamaCausalLM` of the same sizes (see `bench/llama_reference.py`)."""
+    return llama_reference.keras_hub_llama(LAYERS, D_MODEL, HEADS, DFF, VOCAB, EPSILON)
 
 
 def tfnorm_forward(model):
@@ -150,7 +99,9 @@ def tfnorm_forward(model):
 
 def keras_hub_forward(causal_lm):
     ones = tf.ones((BATCH, SEQ), tf.int32)
-    return lambda ids: causal_lm({"token_ids": ids, "padding_mask": ones}, training=True)
+    return lambda ids: causal_lm(
+        {"token_ids": ids, "padding_mask": ones}, training=True
+    )
 
 
 def timed(function, sync=float):
@@ -274,7 +225,7 @@ def measure_generation(args, reference_missing):
     causal_lm = None
     if not reference_missing:
         causal_lm = keras_hub_llama()
-        copy_into_keras_hub(model, causal_lm)
+        llama_reference.copy_weights(model, causal_lm)
         causal_lm.compile(sampler="greedy", jit_compile=True)
     for batch in GEN_BATCHES:
         outputs = {}
@@ -327,7 +278,7 @@ def main(argv=None):
         parser.error("--repeats, --rounds and --gen-rounds must be at least 1")
     if args.warmup < 1:
         parser.error("--warmup must be at least 1 (the first call compiles)")
-    reference_missing = keras_hub_missing()
+    reference_missing = llama_reference.keras_hub_missing()
 
     run = Run("wall", args.require_idle)
     print(run.header(), flush=True)
@@ -411,7 +362,7 @@ def _generation_row(batch, repetitions, same, reference_missing):
         ratios = [m[name] / m["tfnorm"] for m in medians if name in m]
         cells.append(_spread(ratios) if ratios else f"skipped: {reference_missing}")
     agree = ", ".join(
-        "yes" if same[n] else "no" if n in same else "-"
+        "-" if n not in same else "yes" if same[n] else "no"
         for n in ("keras-hub", "uncached")
     )
     return f"| {batch} | " + " | ".join(cells) + f" | {agree} |"
@@ -423,13 +374,17 @@ def _cost(times, name):
     )
 
 
+def _ratio(numerator, denominator):
+    return numerator / denominator if denominator else float("nan")
+
+
 def _cost_row(preset, mode, repetitions):
     pooled = {n: [t for r in repetitions for t in r[n]] for n in NORMS}
     rms, layer = _cost(pooled, "rms"), _cost(pooled, "layer")
     rms_share = rms / statistics.median(pooled["rms"])
     layer_share = layer / statistics.median(pooled["layer"])
-    fractions = [_cost(r, "layer") / _cost(r, "rms") for r in repetitions]
-    ratio = layer / rms if rms else float("nan")
+    fractions = [_ratio(_cost(r, "layer"), _cost(r, "rms")) for r in repetitions]
+    ratio = _ratio(layer, rms)
     return (
         f"| {preset} | {mode} | {rms_share:.1%} | {layer_share:.1%} | "
         f"{ratio:.2f} ({min(fractions):.2f}-{max(fractions):.2f}) |"
