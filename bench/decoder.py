@@ -16,7 +16,9 @@ Three tables, all from one process with the variants interleaved:
    keras-hub's `LlamaCausalLM.generate` on the same weights (copied over;
    Keras 3, `preprocessor=None`, token ids in, `sampler="greedy"`, XLA) and
    against an uncached argmax loop that runs the full model over the whole
-   sequence for every new token (one XLA loop too). "same tokens" says
+   288-position buffer for every new token (one XLA loop too; it makes only
+   the first `--uncached-tokens` tokens, default 8, since each of its steps
+   costs the same). "same tokens" says
    whether each reference produced exactly tfnorm's tokens.
 3. What the norms cost in the training step, both presets (`llama`, `gpt2`
    with their own dropout): the same decoder with `norm="rms"`,
@@ -41,7 +43,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import time
 
@@ -52,6 +53,7 @@ import numpy as np  # noqa: E402
 
 import tfnorm  # noqa: E402
 from bench import llama_reference  # noqa: E402
+from bench.decoder_tables import NORMS, cost_row, generation_row, speed_row  # noqa: E402
 from bench.encoder import IdentityNorm  # noqa: E402
 from bench.machine import Run  # noqa: E402
 from tfnorm._keras import keras, tf  # noqa: E402
@@ -65,7 +67,6 @@ SEQ, BATCH = 128, 16
 PROMPT, NEW_TOKENS, GEN_BATCHES = 32, 256, (1, 8)
 EPSILON = 1e-6  # the llama preset's and keras-hub Llama's
 PRESETS = ("llama", "gpt2")
-NORMS = ("rms", "layer", "identity")
 
 
 def tfnorm_decoder(preset="llama", norm=None, max_len=SEQ):
@@ -153,12 +154,14 @@ def interleave(calls, args, rounds):
     return repetitions
 
 
-def uncached_greedy(model, total):
-    """Greedy decoding by the full model over the whole sequence for every
-    new token: the loop a KV cache saves, compiled once with XLA."""
+def uncached_greedy(model, total, steps):
+    """Greedy decoding of `steps` tokens by the full model over the whole
+    `total`-position buffer at every step: the loop a KV cache saves,
+    compiled once with XLA. Each step costs the same, so its tokens/s does
+    not depend on `steps`."""
 
     @tf.function(jit_compile=True)
-    def loop(tokens, start):
+    def loop(tokens):
         columns = tf.range(total)[tf.newaxis, :]
 
         def step(t, tokens):
@@ -168,15 +171,17 @@ def uncached_greedy(model, total):
             )
             return t + 1, tf.where(columns == t, chosen[:, tf.newaxis], tokens)
 
-        _, tokens = tf.while_loop(lambda t, _: t < total, step, (start, tokens))
+        end = PROMPT + steps
+        _, tokens = tf.while_loop(lambda t, _: t < end, step, (PROMPT, tokens))
         return tokens
 
-    return lambda tokens: np.array(loop(tf.constant(tokens), tf.constant(PROMPT)))
+    return lambda tokens: np.array(loop(tf.constant(tokens)))
 
 
-def generation_calls(model, causal_lm, batch, outputs):
+def generation_calls(model, causal_lm, batch, outputs, uncached_steps):
     """name -> timed call generating NEW_TOKENS greedy tokens for `batch`
-    prompts; each call's tokens land in `outputs[name]`."""
+    prompts (`uncached_steps` for the uncached loop); each call's tokens
+    land in `outputs[name]`."""
     total = PROMPT + NEW_TOKENS
     prompts = np.random.default_rng(batch).integers(0, VOCAB, (batch, PROMPT))
     padded = np.zeros((batch, total), np.int32)
@@ -187,7 +192,7 @@ def generation_calls(model, causal_lm, batch, outputs):
         functions["keras-hub"] = lambda: causal_lm.generate(
             {"token_ids": padded, "padding_mask": mask}, stop_token_ids=None
         )["token_ids"]
-    uncached = uncached_greedy(model, total)
+    uncached = uncached_greedy(model, total, uncached_steps)
     functions["uncached"] = lambda: uncached(padded)
 
     def keep(name):
@@ -212,7 +217,7 @@ def measure_training(args, reference_missing):
             ),
         }
         repetitions = interleave(calls, args, args.rounds)
-        rows.append(_speed_row(mode, repetitions, BATCH * SEQ, "keras-hub"))
+        rows.append(speed_row(mode, repetitions, BATCH * SEQ, "keras-hub"))
         print(rows[-1], flush=True)
         raw.append({"mode": mode, "seconds": repetitions})
     return rows, raw
@@ -229,14 +234,30 @@ def measure_generation(args, reference_missing):
         causal_lm.compile(sampler="greedy", jit_compile=True)
     for batch in GEN_BATCHES:
         outputs = {}
-        calls = generation_calls(model, causal_lm, batch, outputs)
+        calls = generation_calls(model, causal_lm, batch, outputs, args.uncached_tokens)
         repetitions = interleave(calls, args, args.gen_rounds)
+        # The uncached loop stops early: compare the tokens it wrote.
+        end = PROMPT + args.uncached_tokens
         same = {
-            name: bool(np.array_equal(outputs[name], outputs["tfnorm"]))
+            name: bool(
+                np.array_equal(outputs[name][:, :end], outputs["tfnorm"][:, :end])
+            )
             for name in outputs
             if name != "tfnorm"
         }
-        rows.append(_generation_row(batch, repetitions, same, reference_missing))
+        rows.append(
+            generation_row(
+                batch,
+                repetitions,
+                same,
+                reference_missing,
+                {
+                    "tfnorm": NEW_TOKENS,
+                    "keras-hub": NEW_TOKENS,
+                    "uncached": args.uncached_tokens,
+                },
+            )
+        )
         print(rows[-1], flush=True)
         raw.append({"batch": batch, "seconds": repetitions, "same_tokens": same})
     return rows, raw
@@ -253,7 +274,7 @@ def measure_norm_cost(args):
                 model = tfnorm_decoder(preset, norm)
                 calls[norm] = training_step(model, tfnorm_forward(model), jit_compile)
             repetitions = interleave(calls, args, args.rounds)
-            rows.append(_cost_row(preset, mode, repetitions))
+            rows.append(cost_row(preset, mode, repetitions))
             print(rows[-1], flush=True)
             raw.append({"preset": preset, "mode": mode, "seconds": repetitions})
     return rows, raw
@@ -263,6 +284,12 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=4, help="training steps")
     parser.add_argument("--gen-rounds", type=int, default=2, help="generate calls")
+    parser.add_argument(
+        "--uncached-tokens",
+        type=int,
+        default=8,
+        help="new tokens of the uncached loop (its steps all cost the same)",
+    )
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--xla", action="store_true", help="also time jit_compile")
@@ -274,8 +301,12 @@ def main(argv=None):
     parser.add_argument("--markdown", help="also write the tables to this file")
     parser.add_argument("--json", help="also write every time to this file")
     args = parser.parse_args(argv)
-    if min(args.repeats, args.rounds, args.gen_rounds) < 1:
-        parser.error("--repeats, --rounds and --gen-rounds must be at least 1")
+    if min(args.repeats, args.rounds, args.gen_rounds, args.uncached_tokens) < 1:
+        parser.error(
+            "--repeats, --rounds, --gen-rounds and --uncached-tokens must be at least 1"
+        )
+    if args.uncached_tokens > NEW_TOKENS:
+        parser.error(f"--uncached-tokens must be at most {NEW_TOKENS}")
     if args.warmup < 1:
         parser.error("--warmup must be at least 1 (the first call compiles)")
     reference_missing = llama_reference.keras_hub_missing()
@@ -286,7 +317,8 @@ def main(argv=None):
         f"{LAYERS} layers, d_model {D_MODEL}, {HEADS} heads, dff {DFF}, "
         f"vocabulary {VOCAB}; training: seq {SEQ}, batch {BATCH}, {args.repeats} "
         f"repetitions x median of {args.rounds} interleaved steps; generation: "
-        f"greedy, {NEW_TOKENS} new tokens after {PROMPT}, {args.repeats} "
+        f"greedy, {NEW_TOKENS} new tokens after {PROMPT} (the uncached loop: "
+        f"the first {args.uncached_tokens}), {args.repeats} "
         f"repetitions x median of {args.gen_rounds} interleaved calls; "
         f"{args.warmup} warm-up call(s) each"
     )
@@ -305,8 +337,8 @@ def main(argv=None):
             "| --- | ---: | ---: | ---: |",
             *train_rows,
             "",
-            "Greedy generation, new tokens/s; speed-up = the other's time / "
-            "tfnorm.generate's:",
+            "Greedy generation, new tokens/s; speed-up = tfnorm.generate's "
+            "tokens/s / the other's:",
             "",
             "| batch | tfnorm.generate | keras-hub generate | uncached loop | "
             "vs keras-hub | vs uncached | same tokens (keras-hub, uncached) |",
@@ -331,63 +363,6 @@ def main(argv=None):
         training=train_raw,
         generation=gen_raw,
         norm_cost=cost_raw,
-    )
-
-
-def _medians(repetitions):
-    return [{n: statistics.median(v) for n, v in r.items()} for r in repetitions]
-
-
-def _spread(values):
-    middle = statistics.median(values)
-    return f"{middle:.2f}x ({min(values):.2f}-{max(values):.2f})"
-
-
-def _speed_row(mode, repetitions, tokens, reference):
-    medians = _medians(repetitions)
-    ours = statistics.median(tokens / m["tfnorm"] for m in medians)
-    theirs = statistics.median(tokens / m[reference] for m in medians)
-    ratios = [m[reference] / m["tfnorm"] for m in medians]
-    return f"| {mode} | {ours:,.0f} | {theirs:,.0f} | {_spread(ratios)} |"
-
-
-def _generation_row(batch, repetitions, same, reference_missing):
-    medians = _medians(repetitions)
-    tokens = batch * NEW_TOKENS
-    cells = []
-    for name in ("tfnorm", "keras-hub", "uncached"):
-        rates = [tokens / m[name] for m in medians if name in m]
-        cells.append(f"{statistics.median(rates):,.0f}" if rates else "-")
-    for name in ("keras-hub", "uncached"):
-        ratios = [m[name] / m["tfnorm"] for m in medians if name in m]
-        cells.append(_spread(ratios) if ratios else f"skipped: {reference_missing}")
-    agree = ", ".join(
-        "-" if n not in same else "yes" if same[n] else "no"
-        for n in ("keras-hub", "uncached")
-    )
-    return f"| {batch} | " + " | ".join(cells) + f" | {agree} |"
-
-
-def _cost(times, name):
-    return statistics.median(
-        ours - bare for ours, bare in zip(times[name], times["identity"])
-    )
-
-
-def _ratio(numerator, denominator):
-    return numerator / denominator if denominator else float("nan")
-
-
-def _cost_row(preset, mode, repetitions):
-    pooled = {n: [t for r in repetitions for t in r[n]] for n in NORMS}
-    rms, layer = _cost(pooled, "rms"), _cost(pooled, "layer")
-    rms_share = rms / statistics.median(pooled["rms"])
-    layer_share = layer / statistics.median(pooled["layer"])
-    fractions = [_ratio(_cost(r, "layer"), _cost(r, "rms")) for r in repetitions]
-    ratio = _ratio(layer, rms)
-    return (
-        f"| {preset} | {mode} | {rms_share:.1%} | {layer_share:.1%} | "
-        f"{ratio:.2f} ({min(fractions):.2f}-{max(fractions):.2f}) |"
     )
 
 

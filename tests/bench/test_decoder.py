@@ -24,6 +24,7 @@ def tiny(monkeypatch):
         "PROMPT": 4,
         "NEW_TOKENS": 4,
         "GEN_BATCHES": (2,),
+        "PRESETS": ("gpt2",),  # the training table has the llama preset
     }.items():
         monkeypatch.setattr(decoder, name, value)
 
@@ -32,6 +33,7 @@ def test_decoder_bench_writes_its_three_tables(tmp_path, tiny):
     table, raw = tmp_path / "d.md", tmp_path / "d.json"
     decoder.main(
         ["--rounds", "2", "--gen-rounds", "1", "--repeats", "1"]
+        + ["--uncached-tokens", "2"]
         + ["--markdown", str(table), "--json", str(raw)]
     )
     text = table.read_text()
