@@ -79,7 +79,7 @@ format: venv
 # clock, 3 repetitions each; docs/benchmarks.md says how to read them. Each
 # script warns loudly when the load average is above half the cores; record
 # figures from an idle machine only (BENCH_ARGS=--require-idle refuses a busy
-# one). Tables also go to $(BENCH_DIR). About 30-35 minutes on 2 cores.
+# one). Tables also go to $(BENCH_DIR). About 40-45 minutes on 2 cores.
 BENCH_DIR ?= runs/bench
 BENCH_ARGS ?=
 bench: bench-keras3 bench-tf29
