@@ -7,6 +7,7 @@ from tfnorm.models.builders import build_classifier, build_encoder, encoder_laye
 from tfnorm.models.convert import replace_norms
 from tfnorm.models.decoder_block import TransformerDecoderBlock
 from tfnorm.models.decoder_builders import DECODER_PRESETS, build_decoder, decoder_layer
+from tfnorm.models.decoder_interop import decoder_from_keras_hub
 from tfnorm.models.decoder_layers import PositionEmbedding, TokenEmbedding
 from tfnorm.models.decoder_model import DecoderModel
 from tfnorm.models.encoder_block import NORM_POSITIONS, TransformerEncoderBlock
@@ -25,6 +26,7 @@ __all__ = [
     "TokenEmbedding",
     "TransformerDecoderBlock",
     "build_decoder",
+    "decoder_from_keras_hub",
     "decoder_layer",
     "EncoderModel",
     "MatrixInitializer",

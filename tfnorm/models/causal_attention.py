@@ -72,6 +72,15 @@ def grouped_attention(query, key, value, mask, dropout=None, training=None):
     num_heads, head_dim = query.shape[-2], query.shape[-1]
     num_kv_heads = key.shape[-2]
     groups = num_heads // num_kv_heads
+    if groups == 1:
+        # Multi-head attention: the 4-D einsums map to batched matmuls
+        # without the reshapes the grouped form needs.
+        scores = tf.einsum("btnh,bsnh->bnts", query, key)
+        scores = tf.where(mask[:, 0], tf.cast(scores, tf.float32), _MASKED_SCORE)
+        weights = tf.cast(tf.nn.softmax(scores, axis=-1), value.dtype)
+        if dropout is not None:
+            weights = dropout(weights, training=training)
+        return tf.einsum("bnts,bsnh->btnh", weights, value)
     batch_and_time = tf.shape(query)[:2]
     grouped = tf.reshape(
         query, tf.concat([batch_and_time, [num_kv_heads, groups, head_dim]], 0)

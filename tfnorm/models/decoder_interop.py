@@ -1,0 +1,185 @@
+"""`decoder_from_keras_hub`: keras-hub's Llama and GPT-2 backbones as tfnorm decoders.
+
+The tfnorm decoder stores each weight in the shape keras-hub does (see
+`TransformerDecoderBlock`), so converting is building the model of the same
+architecture and copying the weights by path. Only public Keras API is used:
+the backbone's `get_config()` and its variables' `path`.
+"""
+
+from __future__ import annotations
+
+import re
+
+from tfnorm.models.decoder_builders import build_decoder
+
+# keras-hub Llama options that tfnorm's decoder has no counterpart for, with
+# the value that means "off".
+_LLAMA_UNSUPPORTED = {
+    "rope_position_scaling_factor": 1.0,
+    "rope_frequency_adjustment_factor": None,
+    "rope_low_freq_factor": None,
+    "rope_high_freq_factor": None,
+    "rope_pretraining_sequence_length": None,
+    "sliding_window": None,
+}
+
+# keras-hub sublayer name -> tfnorm sublayer name, inside one decoder layer.
+_BLOCK_NAMES = {
+    "self_attention/query": "query",
+    "self_attention/key": "key",
+    "self_attention/value": "value",
+    "self_attention/attention_output": "attention_output",
+    "self_attention_layernorm": "attention_norm",
+    "self_attention_layer_norm": "attention_norm",
+    "feedforward_layernorm": "ffn_norm",
+    "feedforward_layer_norm": "ffn_norm",
+    "feedforward_gate_dense": "ffn_gate",
+    "feedforward_intermediate_dense": "ffn_inner",
+    "feedforward_output_dense": "ffn_output",
+}
+_TOP_NAMES = {
+    "token_embedding/embeddings": "token_embedding/embeddings",
+    "token_embedding/reverse_embeddings": "lm_head/kernel",
+    "position_embedding/embeddings": "position_embedding/embeddings",
+    "sequence_output_layernorm/scale": "final_norm/gamma",
+    "layer_norm/gamma": "final_norm/gamma",
+    "layer_norm/beta": "final_norm/beta",
+}
+_WEIGHT_NAMES = {"scale": "gamma"}
+_LAYER_PATH = re.compile(r"^transformer_layer_(\d+)/(.+)/(\w+)$")
+
+
+def _architecture(backbone):
+    names = {cls.__name__ for cls in type(backbone).__mro__}
+    for name in ("LlamaBackbone", "GPT2Backbone"):
+        if name in names:
+            return name
+    raise ValueError(
+        "decoder_from_keras_hub converts a keras-hub LlamaBackbone or "
+        f"GPT2Backbone. Received: backbone={type(backbone).__name__}"
+    )
+
+
+def _llama_options(config):
+    for option, off in _LLAMA_UNSUPPORTED.items():
+        value = config.get(option, off)
+        if value != off:
+            raise ValueError(
+                f"tfnorm's decoder has no counterpart for keras-hub Llama's "
+                f"`{option}`. Received: {option}={value!r}"
+            )
+    return {
+        "num_layers": config["num_layers"],
+        "d_model": config["hidden_dim"],
+        "num_heads": config["num_query_heads"],
+        "dff": config["intermediate_dim"],
+        "preset": "llama",
+        "num_kv_heads": config["num_key_value_heads"],
+        "rope_max_wavelength": float(config["rope_max_wavelength"]),
+        "epsilon": config["layer_norm_epsilon"],
+        "dropout_rate": config.get("dropout", 0.0),
+        "tie_embeddings": bool(config.get("tie_word_embeddings", False)),
+    }
+
+
+def _gpt2_options(config):
+    return {
+        "num_layers": config["num_layers"],
+        "d_model": config["hidden_dim"],
+        "num_heads": config["num_heads"],
+        "dff": config["intermediate_dim"],
+        "preset": "gpt2",
+        "dropout_rate": config.get("dropout", 0.1),
+        "max_len": config["max_sequence_length"],
+    }
+
+
+def _tfnorm_path(hub_path):
+    """The tfnorm weight path for a keras-hub weight path, or None."""
+    if hub_path in _TOP_NAMES:
+        return _TOP_NAMES[hub_path]
+    match = _LAYER_PATH.match(hub_path)
+    if match is None or match.group(2) not in _BLOCK_NAMES:
+        return None
+    weight = _WEIGHT_NAMES.get(match.group(3), match.group(3))
+    return f"block_{match.group(1)}/{_BLOCK_NAMES[match.group(2)]}/{weight}"
+
+
+def _path_in_model(variable, model):
+    # Keras 3 paths start with the layer's name (`block_0/query/kernel`);
+    # drop a leading model name if there is one.
+    path = variable.path
+    prefix = model.name + "/"
+    return path[len(prefix) :] if path.startswith(prefix) else path
+
+
+def decoder_from_keras_hub(backbone, max_len=None):
+    """The tfnorm decoder equal to a keras-hub `LlamaBackbone` or `GPT2Backbone`.
+
+    Builds `tfnorm.build_decoder` with the backbone's architecture (preset
+    `"llama"` or `"gpt2"`, sizes, heads, key/value heads, epsilon, RoPE
+    wavelength, dropout) and copies every weight. Its logits equal those of
+    keras-hub's `LlamaCausalLM` / `GPT2CausalLM` on the same batch.
+
+    Example:
+
+    ```python
+    import keras_hub, tfnorm
+    hub = keras_hub.models.LlamaBackbone(
+        vocabulary_size=100, num_layers=2, num_query_heads=4,
+        num_key_value_heads=2, hidden_dim=32, intermediate_dim=64)
+    model = tfnorm.models.decoder_from_keras_hub(hub, max_len=128)
+    ```
+
+    Args:
+        backbone: a built keras-hub `LlamaBackbone` or `GPT2Backbone`.
+        max_len: int, the longest sequence of the tfnorm model. Defaults to
+            GPT-2's `max_sequence_length`, and to 2048 for Llama (RoPE has
+            no table; set it to what you generate).
+
+    Returns:
+        A `tfnorm.models.DecoderModel` with the backbone's weights.
+
+    Raises:
+        ValueError: naming the option and value tfnorm has no counterpart
+            for (RoPE scaling, sliding windows), or for another backbone.
+    """
+    architecture = _architecture(backbone)
+    config = backbone.get_config()
+    if architecture == "LlamaBackbone":
+        options = _llama_options(config)
+    else:
+        options = _gpt2_options(config)
+    options["max_len"] = max_len or options.get("max_len", 2048)
+    model = _build(config, options)
+    targets = {_path_in_model(v, model): v for v in model.weights}
+    copied = set()
+    for variable in backbone.weights:
+        path = _tfnorm_path(variable.path)
+        if path is None or path not in targets:
+            raise ValueError(
+                "decoder_from_keras_hub does not know where the keras-hub weight "
+                f"goes in tfnorm's decoder. Received: weight {variable.path!r}"
+            )
+        targets[path].assign(variable.numpy())
+        copied.add(path)
+    missing = sorted(set(targets) - copied)
+    if missing:
+        raise ValueError(
+            f"The keras-hub backbone has no weight for tfnorm's {missing[0]!r}. "
+            f"Received: backbone={type(backbone).__name__}"
+        )
+    return model
+
+
+def _build(config, options):
+    options = dict(options)
+    return build_decoder(
+        options.pop("num_layers"),
+        options.pop("d_model"),
+        options.pop("num_heads"),
+        options.pop("dff"),
+        vocab_size=config["vocabulary_size"],
+        max_len=options.pop("max_len"),
+        **options,
+    )
