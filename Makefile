@@ -81,7 +81,7 @@ format: venv
 # clock, 3 repetitions each; docs/benchmarks.md says how to read them. Each
 # script warns loudly when the load average is above half the cores; record
 # figures from an idle machine only (BENCH_ARGS=--require-idle refuses a busy
-# one). Tables also go to $(BENCH_DIR). About 30-35 minutes on 2 cores.
+# one). Tables also go to $(BENCH_DIR). About 40-45 minutes on 2 cores.
 BENCH_DIR ?= runs/bench
 BENCH_ARGS ?=
 bench: bench-keras3 bench-tf29
@@ -90,6 +90,7 @@ bench-keras3: venv
 	mkdir -p $(BENCH_DIR)
 	$(PY) bench/norms.py $(BENCH_ARGS) --markdown $(BENCH_DIR)/keras3-norms.md --json $(BENCH_DIR)/keras3-norms.json
 	$(PY) bench/encoder.py --xla $(BENCH_ARGS) --markdown $(BENCH_DIR)/keras3-encoder.md --json $(BENCH_DIR)/keras3-encoder.json
+	$(PY) bench/decoder.py --xla $(BENCH_ARGS) --markdown $(BENCH_DIR)/keras3-decoder.md --json $(BENCH_DIR)/keras3-decoder.json
 	$(PY) bench/train_loop.py $(BENCH_ARGS) --markdown $(BENCH_DIR)/keras3-train-loop.md --json $(BENCH_DIR)/keras3-train-loop.json
 	$(PY) bench/memory.py --markdown $(BENCH_DIR)/keras3-memory.md --json $(BENCH_DIR)/keras3-memory.json
 
@@ -98,6 +99,7 @@ bench-tf29:
 	mkdir -p $(BENCH_DIR)
 	tools/tf29-root.sh run python bench/norms.py $(BENCH_ARGS) --markdown $(BENCH_DIR)/tf29-norms.md --json $(BENCH_DIR)/tf29-norms.json
 	tools/tf29-root.sh run python bench/encoder.py --xla $(BENCH_ARGS) --markdown $(BENCH_DIR)/tf29-encoder.md --json $(BENCH_DIR)/tf29-encoder.json
+	tools/tf29-root.sh run python bench/decoder.py --xla $(BENCH_ARGS) --markdown $(BENCH_DIR)/tf29-decoder.md --json $(BENCH_DIR)/tf29-decoder.json
 	tools/tf29-root.sh run python bench/train_loop.py $(BENCH_ARGS) --markdown $(BENCH_DIR)/tf29-train-loop.md --json $(BENCH_DIR)/tf29-train-loop.json
 	tools/tf29-root.sh run python bench/memory.py --markdown $(BENCH_DIR)/tf29-memory.md --json $(BENCH_DIR)/tf29-memory.json
 
