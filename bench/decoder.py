@@ -18,7 +18,10 @@ Three tables, all from one process with the variants interleaved:
    against an uncached argmax loop that runs the full model over the whole
    288-position buffer for every new token (one XLA loop too; it makes only
    the first `--uncached-tokens` tokens, default 8, since each of its steps
-   costs the same). "same tokens" says
+   costs the same). A loop over a growing prefix would average about half
+   the buffer per token, so this baseline is up to ~1.8x slower per token
+   than the cheapest uncached loop: read "vs uncached" with that in mind.
+   "same tokens" says
    whether each reference produced exactly tfnorm's tokens.
 3. What the norms cost in the training step, both presets (`llama`, `gpt2`
    with their own dropout): the same decoder with `norm="rms"`,
