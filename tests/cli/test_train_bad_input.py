@@ -471,8 +471,9 @@ def test_checkpoints_of_the_previous_release_do_not_resume_on_changed_data(
     status, error = run_train(tmp_path, capsys, lambda _: argv)
     expected = {
         "no run_identity": r"--data .*record no SHA-256 of their training file .*"
-        r"another --checkpoint-dir",
-        "run_config []": r"--checkpoint-dir .*run_config\.json holds a JSON list",
+        r"another checkpoint_dir \(--checkpoint-dir\)",
+        "run_config []": r"--checkpoint-dir .*run_config\.json holds a JSON list.*"
+        r"another checkpoint_dir \(--checkpoint-dir\) to start a new run",
     }[release]
     assert_one_line_error(status, error, expected)
 

@@ -320,7 +320,7 @@ def test_val_split_0_and_a_validation_file_hold_nothing_out(tmp_path):
     path = write(tmp_path, "train.csv", numbered_rows(40))
     train, val, _ = load_text_data(path, max_len=4, val_split=0.0)
     assert len(train) == 40 and val is None
-    assert train.notes[0].startswith("no validation: --val-split is 0")
+    assert train.notes[0].startswith("no validation: val_split is 0")
     val_path = write(tmp_path, "val.csv", "text,label\nx,a\n")
     train, val, _ = load_text_data(path, val_path, max_len=4, val_split=0.5)
     assert (len(train), len(val)) == (40, 1)

@@ -25,6 +25,7 @@ from tfnorm._checks import (
     is_real,
     precision_mode,
 )
+from tfnorm._errors import KeyedMessage
 from tfnorm.choices import NORM_NAMES, spelled_out
 
 # Counts and sizes become TensorFlow int32 shapes and step counters.
@@ -41,8 +42,9 @@ CLASSIFIER = "tfnorm's classifier"
 MODEL_FN_ONLY = "a model_fn model"
 
 
-class ConfigError(ValueError):
-    """A setting has a bad value; `key` is the config key it belongs to."""
+class ConfigError(KeyedMessage, ValueError):
+    """A setting has a bad value; `key` is the config key it belongs to.
+    Other settings the message names are marked with `setting_key`."""
 
     def __init__(self, key, message):
         super().__init__(message)
