@@ -93,7 +93,9 @@ def test_missing_pieces_are_one_clear_error(finished_run, tmp_path):
             shutil.rmtree(copy / name)
         elif (copy / name).exists():
             os.remove(copy / name)
-    with pytest.raises(PredictionError, match=r"no exported model .*trained with export=False"):
+    with pytest.raises(
+        PredictionError, match=r"no exported model .*trained with export=False"
+    ):
         Predictor(copy)
     summary = json.loads((copy / "summary.json").read_text())
     summary["status"] = "terminated"
