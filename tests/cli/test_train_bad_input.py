@@ -68,6 +68,7 @@ def directory_as(flag):
 # (name, arguments(tmp_path) -> argv, what the one line must contain)
 CONFIG_CASES = [
     ("empty logdir", flags("--logdir", ""), r"--logdir .*logdir=''"),
+    ("missing config file", lambda t: ["--config", str(t / "nope.yaml")], r"No such config file\. Received: --config '[^']*nope\.yaml'\n"),
     ("logdir is a file", file_at("run"), r"--logdir .*is a file"),
     ("checkpoint dir is a file", file_at("ckpt"), r"--checkpoint-dir .*is a file"),
     ("log file is a dir", directory_as("--log-file"), r"--log-file .*is a directory"),
