@@ -57,7 +57,9 @@ class Setting:
 
     Attributes:
         group: the `--help` section.
-        help: the flag's help text, without the default.
+        help: the flag's help text, without the default. Here, in `group`
+            and in `default_text`, other settings are named by key, marked
+            with `tfnorm._errors.setting_key`; the command line shows flags.
         read: `read(key, value)`, one of this module's readers.
         optional: None (YAML `null`, the flag value `none`) is accepted.
         off: further values that mean None (`clipnorm`'s 0 and "off").
