@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tfnorm._errors import one_line
+from tfnorm._errors import KeyedMessage, named_settings, one_line, setting_key
 from tfnorm._keras import tf
 
 
@@ -36,3 +36,24 @@ def test_keras_bold_markup_is_dropped_and_a_long_reason_is_cut():
     assert one_line(error, limit=20) == "ValueError: xxxxx..."
     assert one_line(ValueError("a\n  b")) == "ValueError: a"
     assert one_line(ValueError("")) == "ValueError"
+
+
+class _KeyedError(KeyedMessage, ValueError):
+    pass
+
+
+def test_a_marked_setting_reads_as_its_key_unless_the_reporter_renames_it():
+    error = _KeyedError(
+        f"use another {setting_key('checkpoint_dir')}, or give "
+        f"{setting_key('num_classes', 3)}. Received: path='a{{b}}'"
+    )
+    assert str(error) == (
+        "use another checkpoint_dir, or give num_classes=3. Received: path='a{b}'"
+    )
+    renamed = error.text(lambda key, value: f"<{key}|{value}>")
+    assert renamed == (
+        "use another <checkpoint_dir|None>, or give <num_classes|3>. "
+        "Received: path='a{b}'"
+    )
+    assert one_line(error) == f"_KeyedError: {error}"
+    assert named_settings(f"x {setting_key('seed')}") == "x seed"

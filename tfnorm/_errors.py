@@ -1,6 +1,7 @@
 """Errors as tfnorm reports them: `one_line(error)`, the one line its
-messages quote, and which failures of a run are not bugs (memory, a full
-disk)."""
+messages quote; settings named in a message by their key, which a command
+line renames to its flags (`setting_key`, `KeyedMessage`); and which
+failures of a run are not bugs (memory, a full disk)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,44 @@ import re
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")  # Keras 3 prints the reason in bold
 _RAISED = re.compile(r"^(\w+\.)*\w+(Error|Exception): ")
 _NOISE = ("Graph execution error", "Detected at node")
+
+# Encloses a setting named inside a message. The library shows the key
+# (`checkpoint_dir`, `val_split=0.1`), what a notebook passes; a command line
+# shows its flag. A control character no path or value holds in practice.
+_MARK = "\x1e"
+_MARKED = re.compile(_MARK + r"(\w+)(?:=([^" + _MARK + r"]*))?" + _MARK)
+
+
+def setting_key(key, value=None):
+    """A setting named inside an error message: reads `key`, or `key=value`
+    when a value is given, unless the code that reports the error renames
+    it (`KeyedMessage.text`)."""
+    if value is None:
+        return f"{_MARK}{key}{_MARK}"
+    return f"{_MARK}{key}={value}{_MARK}"
+
+
+def _as_key(key, value):
+    return key if value is None else f"{key}={value}"
+
+
+def named_settings(text, name=_as_key):
+    """`text` with each setting marked by `setting_key` written by
+    `name(key, value)` (value None when none was given); by default as the
+    key, or `key=value`."""
+    return _MARKED.sub(lambda match: name(match.group(1), match.group(2)), str(text))
+
+
+class KeyedMessage:
+    """Mixin for an error whose message names settings with `setting_key`:
+    `str(error)` names them by key, `error.text(name)` as the caller likes."""
+
+    def __str__(self):
+        return named_settings(super().__str__())
+
+    def text(self, name):
+        """The message with each marked setting written by `name(key, value)`."""
+        return named_settings(super().__str__(), name)
 
 
 def one_line(error, *, limit=300, with_type=True):

@@ -67,8 +67,9 @@ def test_json_and_file_and_texts_after_options(run_dir, tmp_path, capsys):
         (["RUN", "--file", "missing.txt"], r"--file missing\.txt: cannot be read"),
         (["RUN", "--file", "latin1.txt"], r"--file latin1\.txt, line 2: not UTF-8"),
         (["RUN"], r"no texts to classify"),
-        (["NOWHERE", "text"], r"NOWHERE: no such run directory"),
-        (["EMPTY", "text"], r"EMPTY: no exported model"),
+        # The library names the run's settings by key; the command line by flag.
+        (["NOWHERE", "text"], r"NOWHERE: no such run directory \(give the --logdir "),
+        (["EMPTY", "text"], r"EMPTY: no exported model .*is it the --logdir of a"),
     ],
 )
 def test_errors_are_one_line_exit_2(run_dir, tmp_path, capsys, argv, expected):

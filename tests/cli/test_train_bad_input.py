@@ -68,6 +68,7 @@ def directory_as(flag):
 # (name, arguments(tmp_path) -> argv, what the one line must contain)
 CONFIG_CASES = [
     ("empty logdir", flags("--logdir", ""), r"--logdir .*logdir=''"),
+    ("missing config file", lambda t: ["--config", str(t / "nope.yaml")], r"No such config file\. Received: --config '[^']*nope\.yaml'\n"),
     ("logdir is a file", file_at("run"), r"--logdir .*is a file"),
     ("checkpoint dir is a file", file_at("ckpt"), r"--checkpoint-dir .*is a file"),
     ("log file is a dir", directory_as("--log-file"), r"--log-file .*is a directory"),
@@ -471,8 +472,9 @@ def test_checkpoints_of_the_previous_release_do_not_resume_on_changed_data(
     status, error = run_train(tmp_path, capsys, lambda _: argv)
     expected = {
         "no run_identity": r"--data .*record no SHA-256 of their training file .*"
-        r"another --checkpoint-dir",
-        "run_config []": r"--checkpoint-dir .*run_config\.json holds a JSON list",
+        r"another checkpoint_dir \(--checkpoint-dir\)",
+        "run_config []": r"--checkpoint-dir .*run_config\.json holds a JSON list.*"
+        r"another checkpoint_dir \(--checkpoint-dir\) to start a new run",
     }[release]
     assert_one_line_error(status, error, expected)
 

@@ -93,7 +93,9 @@ def test_missing_pieces_are_one_clear_error(finished_run, tmp_path):
             shutil.rmtree(copy / name)
         elif (copy / name).exists():
             os.remove(copy / name)
-    with pytest.raises(PredictionError, match=r"no exported model .*--no-export"):
+    with pytest.raises(
+        PredictionError, match=r"no exported model .*trained with export=False"
+    ):
         Predictor(copy)
     summary = json.loads((copy / "summary.json").read_text())
     summary["status"] = "terminated"
@@ -101,5 +103,5 @@ def test_missing_pieces_are_one_clear_error(finished_run, tmp_path):
     with pytest.raises(PredictionError, match=r"has not completed .*'terminated'"):
         Predictor(copy)
     os.remove(copy / "summary.json")
-    with pytest.raises(PredictionError, match=r"is it the --logdir of a tfnorm"):
+    with pytest.raises(PredictionError, match=r"is it the logdir of a tfnorm"):
         Predictor(copy)

@@ -17,6 +17,7 @@ import argparse
 import dataclasses
 import sys
 
+from tfnorm._errors import KeyedMessage, named_settings
 from tfnorm.training.config.settings import setting_of
 
 
@@ -45,12 +46,13 @@ def add_setting_flags(parser, config_class, skip=()):
             continue
         setting = setting_of(field)
         if setting.group not in groups:
-            groups[setting.group] = parser.add_argument_group(setting.group)
-        _add_flag(groups[setting.group], field, setting)
+            title = with_flags(setting.group, config_class)
+            groups[setting.group] = parser.add_argument_group(title)
+        _add_flag(groups[setting.group], field, setting, config_class)
     return groups
 
 
-def _add_flag(group, field, setting):
+def _add_flag(group, field, setting, config_class):
     flags = flags_of(field)
     if setting.action:
         group.add_argument(
@@ -58,11 +60,13 @@ def _add_flag(group, field, setting):
             dest=field.name,
             action=setting.action,
             default=argparse.SUPPRESS,
-            help=_escaped(setting.help),
+            help=_escaped(with_flags(setting.help, config_class)),
         )
         return
     default = setting.default_text
-    if default is None:
+    if default is not None:
+        default = with_flags(default, config_class)
+    else:
         default = field.default
         if isinstance(default, tuple):
             default = " ".join(str(value) for value in default)
@@ -76,7 +80,7 @@ def _add_flag(group, field, setting):
         *flags,
         dest=field.name,
         metavar=setting.metavar,
-        help=_escaped(f"{setting.help} (default: {default})"),
+        help=_escaped(f"{with_flags(setting.help, config_class)} (default: {default})"),
         **many,
     )
 
@@ -96,17 +100,45 @@ def given_settings(args, config_class):
     return given
 
 
+def with_flags(text, config_class, with_key=False):
+    """`text` (a message or help text) with the settings it names by key
+    (marked by `tfnorm._errors.setting_key`) named by their flags:
+    `checkpoint_dir` -> `--checkpoint-dir`, `num_classes=3` -> `--num-classes 3`;
+    an on/off flag is named alone (`export=False` -> `--no-export`).
+    `with_key` keeps a key named without a value beside its flag
+    (`checkpoint_dir (--checkpoint-dir)`), for commands that also read
+    settings from a file."""
+    fields = {field.name: field for field in dataclasses.fields(config_class)}
+
+    def flag_of(key, value):
+        field = fields.get(key)
+        flag = flags_of(field)[0] if field else flag_name(key)
+        if field and setting_of(field).action:
+            return flag
+        if value is not None:
+            return f"{flag} {value}"
+        return f"{key} ({flag})" if with_key else flag
+
+    if isinstance(text, KeyedMessage):
+        return text.text(flag_of)
+    return named_settings(text, flag_of)
+
+
 def describe(error, config_class, with_key=False):
-    """A `ConfigError` as `--flag: message` when its key is a declared field;
+    """An error of the library as the command line says it: the settings it
+    names by key named by their flags (`with_flags`), and, for a
+    `ConfigError` whose key is a declared field, opened by `--flag: `;
     `with_key` adds the config-file key (`--flag (config key k): message`),
     for commands that also read settings from a file."""
+    message = with_flags(error, config_class, with_key)
     fields = {field.name: field for field in dataclasses.fields(config_class)}
-    if error.key not in fields:
-        return str(error)
-    flag = flags_of(fields[error.key])[0]
+    key = getattr(error, "key", None)
+    if key not in fields:
+        return message
+    flag = flags_of(fields[key])[0]
     if with_key:
-        return f"{flag} (config key {error.key}): {error}"
-    return f"{flag}: {error}"
+        return f"{flag} (config key {key}): {message}"
+    return f"{flag}: {message}"
 
 
 def fail(command, message):

@@ -17,6 +17,9 @@ import json
 import os
 import sys
 
+from tfnorm.cli.flags import with_flags
+from tfnorm.training.config.train_config import TrainConfig
+
 EPILOG = """\
 examples:
   tfnorm predict runs/reviews "a wonderful, moving film" "dull and far too long"
@@ -155,7 +158,8 @@ def run(args):
     try:
         predictor = Predictor(args.run_dir)
     except PredictionError as error:
-        return _fail(error)
+        # The run's settings it names are `tfnorm train` flags.
+        return _fail(with_flags(error, TrainConfig))
     results = predictor.predict(texts, batch_size=args.batch_size)
     return write_results(results, args.json)
 

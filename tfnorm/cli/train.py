@@ -143,7 +143,7 @@ def run(args):
     except ConfigError as error:
         return _fail(_describe_config_error(error))
     except DataError as error:
-        return _fail(str(error))
+        return _fail(_describe_config_error(error))
     try:
         print(
             f"status {summary['status']}: step {summary['final_step']}/"

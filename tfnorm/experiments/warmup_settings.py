@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 
 from tfnorm._checks import MAX_SEED
+from tfnorm._errors import setting_key
 from tfnorm.choices import (
     COMPARE_TASKS,
     NORM_NAMES,
@@ -39,7 +40,7 @@ TASK = "task"
 MODEL = "model"
 TRAINING = "training"
 MEASUREMENT = "measurement"
-SWEEP = "depth sweep (off unless --depths is given)"
+SWEEP = f"depth sweep (off unless {setting_key('depths')} is given)"
 RUNTIME = "runtime"
 
 POSITIVE = integer(1)
@@ -178,11 +179,11 @@ class CompareConfig(DeclaredSettings):
         None,
         TRAINING,
         "linear warm-up of the warm-up runs, then the peak rate held; at most "
-        f"{MAX_WARMUP_FRACTION:.0%} of --steps. A Post-LN control without warm-up "
+        f"{MAX_WARMUP_FRACTION:.0%} of {setting_key('steps')}. A Post-LN control without warm-up "
         "trains at the warm-up run's mean rate",
         POSITIVE,
         optional=True,
-        default_text=f"{DEFAULT_WARMUP_FRACTION:.0%} of --steps, 60 at 300",
+        default_text=f"{DEFAULT_WARMUP_FRACTION:.0%} of {setting_key('steps')}, 60 at 300",
     )
     seeds: tuple = setting(
         (0, 1, 2), TRAINING, "seeds to run each variant with", _seeds, metavar="SEED"
@@ -202,7 +203,7 @@ class CompareConfig(DeclaredSettings):
         None,
         SWEEP,
         "also run the depth sweep at these depths (e.g. 6 12 18): Post-LN with "
-        "each --sweep-warmups fraction, Pre-LN without warm-up",
+        f"each {setting_key('sweep_warmups')} fraction, Pre-LN without warm-up",
         _depths,
         optional=True,
         metavar="LAYERS",
@@ -210,7 +211,7 @@ class CompareConfig(DeclaredSettings):
     sweep_warmups: tuple = setting(
         (0.0, 0.1, 0.2, 0.3),
         SWEEP,
-        "warm-up lengths of the sweep's Post-LN runs, as fractions of --steps",
+        f"warm-up lengths of the sweep's Post-LN runs, as fractions of {setting_key('steps')}",
         _fractions,
         metavar="FRACTION",
     )

@@ -22,7 +22,7 @@ import zipfile
 
 import numpy as np
 
-from tfnorm._errors import one_line
+from tfnorm._errors import KeyedMessage, one_line, setting_key
 from tfnorm.training.data.labels import LABELS_FILE, load_label_names
 from tfnorm.training.data.vocabulary import VOCABULARY_FILE, load_vocabulary
 
@@ -32,8 +32,9 @@ from tfnorm.training.data.vocabulary import VOCABULARY_FILE, load_vocabulary
 MODEL_NAMES = ("model.keras", "model", "model.h5")
 
 
-class PredictionError(ValueError):
-    """A run directory cannot be used for prediction; says what is missing."""
+class PredictionError(KeyedMessage, ValueError):
+    """A run directory cannot be used for prediction; says what is missing.
+    Settings of the run the message names are marked with `setting_key`."""
 
 
 #: Bytes `summary.json` or `labels.json` may have: far more than a run writes.
@@ -49,7 +50,7 @@ def find_model(run_dir):
     run_dir = os.fspath(run_dir)
     if not os.path.isdir(run_dir):
         raise PredictionError(
-            f"{run_dir}: no such run directory (give the --logdir of a finished "
+            f"{run_dir}: no such run directory (give the {setting_key('logdir')} of a finished "
             f"tfnorm train run). Received: run_dir={run_dir!r}"
         )
     misplaced = None
@@ -106,11 +107,11 @@ def read_summary(run_dir):
 def _why_no_model(run_dir):
     summary = read_summary(run_dir)
     if summary is None:
-        return "; is it the --logdir of a tfnorm train run?"
+        return f"; is it the {setting_key('logdir')} of a tfnorm train run?"
     status = summary.get("status")
     if status != "completed":
         return f"; the run has not completed (summary.json: status {status!r})"
-    return "; the run was trained with --no-export"
+    return f"; the run was trained with {setting_key('export', False)}"
 
 
 def _refuse_own_model_run(run_dir, summary):
@@ -127,7 +128,7 @@ def _refuse_own_model_run(run_dir, summary):
         f"{summary.get('status')!r}); rerun it to the end with the export on"
     )
     raise PredictionError(
-        f"{run_dir} is a run of your own model (--model-fn {model_fn}); tfnorm "
+        f"{run_dir} is a run of your own model ({setting_key('model_fn', model_fn)}); tfnorm "
         f"predict classifies texts with tfnorm's text classifier only. To use "
         f"it, {how}"
     )
@@ -180,7 +181,7 @@ class Predictor:
         if vocabulary is None:
             raise PredictionError(
                 f"{self.run_dir}: no {VOCABULARY_FILE}; tfnorm predict needs a run "
-                "trained on a text file (--data), synthetic-task runs take token "
+                f"trained on a text file ({setting_key('data')}), synthetic-task runs take token "
                 f"ids, not text. Received: run_dir={self.run_dir!r}"
             )
         self.model = _load_model(self.model_path)

@@ -33,7 +33,7 @@ def test_val_data_needs_a_data_file(tmp_path):
     val = tmp_path / "val.csv"
     val.write_text("text,label\na,0\n")
     with pytest.raises(
-        ConfigError, match=r"val_data \(--val-data\) needs data"
+        ConfigError, match=r"^val_data needs data; synthetic tasks"
     ) as info:
         TrainConfig(task="sorted", val_data=str(val)).resolve()
     assert info.value.key == "val_data"

@@ -40,6 +40,6 @@ def test_report_without_cut_texts():
     report, line = truncation_report(16, [3, 4, 5])
     assert report["train_cut"] == 0 and report["val_texts"] == 0
     assert line == (
-        "max_len 16 cuts 0 of 3 training texts (0.0%); --max-len 5 would keep 95% "
+        "max_len 16 cuts 0 of 3 training texts (0.0%); max_len 5 would keep 95% "
         "of the training texts whole (the longest has 5 tokens)"
     )

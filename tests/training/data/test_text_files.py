@@ -171,7 +171,7 @@ def test_a_few_unseen_classes_are_allowed():
 def test_given_num_classes_bounds_the_labels():
     assert count_classes([0, 1], "f.csv", num_classes=5) == 5
     with pytest.raises(
-        DataError, match=r"f\.csv, line 4: label 7 is not below num_classes .* 5"
+        DataError, match=r"f\.csv, line 4: label 7 is not below num_classes 5;"
     ):
         count_classes([0, 1, 7], "f.csv", num_classes=5, lines=[2, 3, 4])
 
@@ -320,7 +320,7 @@ def test_val_split_0_and_a_validation_file_hold_nothing_out(tmp_path):
     path = write(tmp_path, "train.csv", numbered_rows(40))
     train, val, _ = load_text_data(path, max_len=4, val_split=0.0)
     assert len(train) == 40 and val is None
-    assert train.notes[0].startswith("no validation: --val-split is 0")
+    assert train.notes[0].startswith("no validation: val_split is 0")
     val_path = write(tmp_path, "val.csv", "text,label\nx,a\n")
     train, val, _ = load_text_data(path, val_path, max_len=4, val_split=0.5)
     assert (len(train), len(val)) == (40, 1)
@@ -346,7 +346,7 @@ def test_truncation_is_counted_and_reported(tmp_path):
     }
     assert train.notes[-1].startswith(
         "max_len 6 cuts 5 of 10 training texts (50.0%) and 0 of 2 validation "
-        "texts; --max-len 31 would keep 95% of the training texts whole"
+        "texts; max_len 31 would keep 95% of the training texts whole"
     )
 
 

@@ -264,7 +264,7 @@ def test_text_checkpoints_without_a_data_hash_are_not_resumed(tmp_path, saved_of
     assert info.value.key == "data"
     # The way on is in the message: the line to add, with the hash.
     assert f'"run_identity": {{"data_sha256": "{now}"}}' in str(info.value)
-    assert "--checkpoint-dir" in str(info.value)
+    assert "another checkpoint_dir;" in str(info.value)
 
 
 def test_synthetic_checkpoints_without_an_identity_still_resume(tmp_path):

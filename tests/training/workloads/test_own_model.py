@@ -83,7 +83,7 @@ def test_uncompiled_model_gets_the_run_optimizer_and_the_named_loss(tmp_path):
 
 
 def test_an_uncompiled_model_without_loss_is_refused_naming_loss(tmp_path):
-    with pytest.raises(ConfigError, match="--loss") as error:
+    with pytest.raises(ConfigError, match=r"name its loss \(loss, ") as error:
         run(tmp_path, "run", user_module.subclassed_model, user_module.array_data)
     assert error.value.key == "loss"
     assert not (tmp_path / "run").exists()

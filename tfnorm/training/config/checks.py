@@ -16,6 +16,7 @@ import dataclasses
 import os
 
 from tfnorm._checks import check_heads
+from tfnorm._errors import setting_key
 from tfnorm.choices import SYNTHETIC_TASKS
 from tfnorm.training.config.settings import CLASSIFIER, ConfigError, setting_of
 
@@ -65,7 +66,7 @@ def check_one_source(task, data, model_fn=None, data_fn=None):
         key = "data_fn" if given(model_fn) else "model_fn"
         raise ConfigError(
             key,
-            "model_fn (--model-fn) and data_fn (--data-fn) go together: your "
+            f"{setting_key('model_fn')} and {setting_key('data_fn')} go together: your "
             "model trains on your data. Received: "
             f"model_fn={model_fn!r}, data_fn={data_fn!r}",
         )
@@ -80,9 +81,9 @@ def check_one_source(task, data, model_fn=None, data_fn=None):
     if given(task) == given(data):
         raise ConfigError(
             "task",
-            "Give exactly one data source: a synthetic task (task / --task, "
-            f"one of {', '.join(SYNTHETIC_TASKS)}), a file (data / --data), or "
-            "your own model_fn and data_fn (--model-fn, --data-fn). "
+            f"Give exactly one data source: a synthetic task ({setting_key('task')}, "
+            f"one of {', '.join(SYNTHETIC_TASKS)}), a file ({setting_key('data')}), or "
+            f"your own {setting_key('model_fn')} and {setting_key('data_fn')}. "
             f"Received: task={task!r}, data={data!r}",
         )
 
@@ -93,18 +94,20 @@ def check_combinations(values):
     if values["val_data"] is not None and data is None:
         raise ConfigError(
             "val_data",
-            "val_data (--val-data) needs data (--data); synthetic tasks make "
+            f"{setting_key('val_data')} needs {setting_key('data')}; synthetic tasks make "
             f"their own validation set. Received: val_data={values['val_data']!r}",
         )
     # 0 ("no split") is harmless anywhere; a share only means something for
     # a file without a validation file.
     if values["val_split"] and (values["val_data"] or not data):
-        reason = "splits data (--data); synthetic tasks make their own validation"
+        reason = (
+            f"splits {setting_key('data')}; synthetic tasks make their own validation"
+        )
         if data:
-            reason = "splits data (--data) when no val_data (--val-data) is given"
+            reason = f"splits {setting_key('data')} when no {setting_key('val_data')} is given"
         raise ConfigError(
             "val_split",
-            f"val_split (--val-split) {reason}. Received: "
+            f"{setting_key('val_split')} {reason}. Received: "
             f"val_split={values['val_split']!r}, val_data={values['val_data']!r}",
         )
     try:
@@ -237,7 +240,7 @@ def _check_norm_config(norm, layer, values):
         raise ConfigError(
             "norm",
             f"the norm's `dtype` must be left out (the run's dtypes follow "
-            f"--mixed-precision {values['mixed_precision']}); a {policy} norm "
+            f"{setting_key('mixed_precision', values['mixed_precision'])}); a {policy} norm "
             "cannot sit between the model's layers. "
             f"Received: norm.config.dtype={config['dtype']!r}",
         )

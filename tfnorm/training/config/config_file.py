@@ -10,6 +10,7 @@ import json
 import os
 import re
 
+from tfnorm._errors import setting_key
 from tfnorm.training.config.settings import ConfigError
 
 
@@ -27,7 +28,9 @@ def load_config_file(path, keys=()):
             problem = "The config file is a directory"
         elif os.path.exists(path):
             problem = "The config file is not a regular file (a FIFO or device)"
-        raise ConfigError("config", f"{problem}. Received: --config={path!r}")
+        raise ConfigError(
+            "config", f"{problem}. Received: {setting_key('config', repr(path))}"
+        )
     try:
         with open(path, "rb") as handle:
             raw = handle.read()
@@ -35,7 +38,7 @@ def load_config_file(path, keys=()):
         raise ConfigError(
             "config",
             f"{path} cannot be read: {error.strerror or error}. "
-            f"Received: --config={path!r}",
+            f"Received: {setting_key('config', repr(path))}",
         ) from None
     try:
         text = raw.decode("utf-8-sig")

@@ -25,6 +25,7 @@ from tfnorm._checks import (
     is_real,
     precision_mode,
 )
+from tfnorm._errors import KeyedMessage
 from tfnorm.choices import NORM_NAMES, spelled_out
 
 # Counts and sizes become TensorFlow int32 shapes and step counters.
@@ -41,8 +42,9 @@ CLASSIFIER = "tfnorm's classifier"
 MODEL_FN_ONLY = "a model_fn model"
 
 
-class ConfigError(ValueError):
-    """A setting has a bad value; `key` is the config key it belongs to."""
+class ConfigError(KeyedMessage, ValueError):
+    """A setting has a bad value; `key` is the config key it belongs to.
+    Other settings the message names are marked with `setting_key`."""
 
     def __init__(self, key, message):
         super().__init__(message)
@@ -55,7 +57,9 @@ class Setting:
 
     Attributes:
         group: the `--help` section.
-        help: the flag's help text, without the default.
+        help: the flag's help text, without the default. Here, in `group`
+            and in `default_text`, other settings are named by key, marked
+            with `tfnorm._errors.setting_key`; the command line shows flags.
         read: `read(key, value)`, one of this module's readers.
         optional: None (YAML `null`, the flag value `none`) is accepted.
         off: further values that mean None (`clipnorm`'s 0 and "off").

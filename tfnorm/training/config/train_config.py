@@ -13,6 +13,7 @@ import dataclasses
 import os
 
 from tfnorm._checks import MAX_SEED
+from tfnorm._errors import setting_key
 from tfnorm.choices import (
     DECAYS,
     NORM_POSITIONS,
@@ -51,12 +52,15 @@ from tfnorm.training.config.settings import (
 # The shortest sequence: the synthetic tasks compare two tokens, and a text
 # model seeing one token could learn no relation between words.
 MIN_MAX_LEN = 2
-# The share of --data held out for validation when no --val-data is given.
+# The share of `data` held out for validation when no `val_data` is given.
 DEFAULT_VAL_SPLIT = 0.1
 # Synthetic examples are generated in memory, in Python.
 MAX_SYNTHETIC_EXAMPLES = 2**24
 
-DATA = "data (give --task or --data, or --model-fn with --data-fn)"
+DATA = (
+    f"data (give {setting_key('task')} or {setting_key('data')}, or "
+    f"{setting_key('model_fn')} with {setting_key('data_fn')})"
+)
 OWN_MODEL = "your own model (instead of tfnorm's classifier)"
 MODEL = "model"
 OPTIMISATION = "optimisation"
@@ -82,22 +86,22 @@ class TrainConfig(DeclaredSettings):
         None, OWN_MODEL, "MODULE:FUNCTION returning a Keras model (MODULE a "
         "module name or path/to/file.py); called under the distribution "
         "strategy's scope. A compiled model keeps its optimizer, loss and "
-        "metrics; an uncompiled one gets the optimisation settings and --loss",
+        f"metrics; an uncompiled one gets the optimisation settings and {setting_key('loss')}",
         function_spec, optional=True, metavar="MODULE:FUNCTION", resume=FIXED, scope=ANY_MODEL,
     )  # fmt: skip
     data_fn: str | None = setting(
         None, OWN_MODEL, "MODULE:FUNCTION returning the training data or "
         "(train, validation): tf.data.Datasets of (x, y) batches or NumPy "
-        "arrays (x, y), which the run batches by --batch-size",
+        f"arrays (x, y), which the run batches by {setting_key('batch_size')}",
         function_spec, optional=True, metavar="MODULE:FUNCTION", resume=FIXED, scope=ANY_MODEL,
     )  # fmt: skip
     loss: str | None = setting(
-        None, OWN_MODEL, "Keras loss of an uncompiled --model-fn model, e.g. "
+        None, OWN_MODEL, f"Keras loss of an uncompiled {setting_key('model_fn')} model, e.g. "
         "sparse_categorical_crossentropy", loss_name, optional=True,
         metavar="NAME", resume=FIXED, scope=MODEL_FN_ONLY,
     )  # fmt: skip
     from_logits: bool = setting(
-        False, OWN_MODEL, "the --loss takes logits (the model has no softmax)",
+        False, OWN_MODEL, f"the {setting_key('loss')} takes logits (the model has no softmax)",
         boolean, flags=("--from-logits",), action="store_true", resume=FIXED, scope=MODEL_FN_ONLY,
     )  # fmt: skip
     # Data: a synthetic task or files.
@@ -116,14 +120,14 @@ class TrainConfig(DeclaredSettings):
         optional=True, metavar="PATH", resume=FIXED, scope=CLASSIFIER,
     )  # fmt: skip
     val_data: str | None = setting(
-        None, DATA, "validation file (same formats as --data)", existing_file,
+        None, DATA, f"validation file (same formats as {setting_key('data')})", existing_file,
         optional=True, metavar="PATH", resume=LOGGED, scope=CLASSIFIER,
     )  # fmt: skip
     val_split: float | None = setting(
-        None, DATA, "without --val-data, the share of --data held out for "
-        "validation, split by --seed; 0 for none (a file of fewer than 10 "
+        None, DATA, f"without {setting_key('val_data')}, the share of {setting_key('data')} held out for "
+        f"validation, split by {setting_key('seed')}; 0 for none (a file of fewer than 10 "
         "examples is not split)", number(0.0, below=1.0), optional=True,
-        metavar="SHARE", default_text=f"{DEFAULT_VAL_SPLIT} with --data alone", resume=FIXED, scope=CLASSIFIER,
+        metavar="SHARE", default_text=f"{DEFAULT_VAL_SPLIT} with {setting_key('data')} alone", resume=FIXED, scope=CLASSIFIER,
     )  # fmt: skip
     num_examples: int = setting(
         2048, DATA, "synthetic training examples",
@@ -135,7 +139,7 @@ class TrainConfig(DeclaredSettings):
         optional=True, default_text="max(16, 2*max_len+1) for tasks, 20000 for files", resume=FIXED, scope=CLASSIFIER,
     )  # fmt: skip
     num_classes: int | None = setting(
-        None, DATA, "classes of --task majority, or of a data file: its id "
+        None, DATA, f"classes of {setting_key('task', 'majority')}, or of a data file: its id "
         "labels must then be 0..num_classes-1, its name labels that many",
         integer(2), optional=True,
         default_text="3; files: max label + 1, or the number of names", resume=FIXED, scope=CLASSIFIER,
@@ -156,7 +160,7 @@ class TrainConfig(DeclaredSettings):
     num_heads: int = setting(
         4,
         MODEL,
-        "attention heads, must divide --d-model",
+        f"attention heads, must divide {setting_key('d_model')}",
         POSITIVE,
         resume=FIXED,
         scope=CLASSIFIER,
@@ -260,7 +264,7 @@ class TrainConfig(DeclaredSettings):
         "else default", choice(STRATEGIES), resume=FREE, scope=ANY_MODEL,
     )  # fmt: skip
     devices: list | None = setting(
-        None, RUNTIME, "comma-separated devices for --strategy "
+        None, RUNTIME, f"comma-separated devices for {setting_key('strategy')} "
         "mirrored/one_device (e.g. /gpu:0,/gpu:1)", device_list,
         optional=True, metavar="LIST", default_text="all visible", resume=FREE, scope=ANY_MODEL,
     )  # fmt: skip
@@ -272,7 +276,7 @@ class TrainConfig(DeclaredSettings):
     logdir: str = setting(
         "runs/tfnorm", OUTPUTS, "TensorBoard logs, summary.json and the "
         "exported model; one run at a time (a second run on it is refused, "
-        "even with its own --checkpoint-dir)", creatable("directory"),
+        f"even with its own {setting_key('checkpoint_dir')})", creatable("directory"),
         metavar="DIR", resume=FREE, scope=ANY_MODEL,
     )  # fmt: skip
     checkpoint_dir: str | None = setting(

@@ -6,9 +6,12 @@ import dataclasses
 
 import numpy as np
 
+from tfnorm._errors import KeyedMessage
 
-class DataError(ValueError):
-    """A training or validation file cannot be used; says which file and line."""
+
+class DataError(KeyedMessage, ValueError):
+    """A training or validation file cannot be used; says which file and line.
+    Settings the message names are marked with `setting_key`."""
 
 
 @dataclasses.dataclass

@@ -20,6 +20,7 @@ import json
 import os
 import re
 
+from tfnorm._errors import setting_key
 from tfnorm.training.data.dataset import DataError
 
 #: Name of the label-mapping file saved with a run.
@@ -110,7 +111,7 @@ def check_saved_names(path, names, saved):
         f"{path}: its labels ({_shown(names)}) differ from those the run's "
         f"checkpoints were trained with ({_shown(saved)}, in {LABELS_FILE} beside "
         "them); resuming would give the classes other meanings. Restore the "
-        "file, or start a new run with another --checkpoint-dir. "
+        f"file, or start a new run with another {setting_key('checkpoint_dir')}. "
         f"Received: labels={_shown(names)}"
     )
 

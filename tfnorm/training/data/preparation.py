@@ -12,7 +12,7 @@ import numpy as np
 #: examples measures nothing and takes examples from a run that has few.
 MIN_SPLIT_EXAMPLES = 10
 
-#: The share of texts that the suggested `--max-len` keeps whole.
+#: The share of texts that the suggested `max_len` keeps whole.
 WHOLE_SHARE = 0.95
 
 
@@ -47,14 +47,14 @@ def split_note(path, num_examples, num_val, fraction, seed):
     if num_val:
         return (
             f"validation: {num_val} of the {num_examples} examples of {path} held "
-            f"out (--val-split {fraction:g}, seed {seed}); "
+            f"out (val_split {fraction:g}, seed {seed}); "
             f"{num_examples - num_val} left for training"
         )
     if not fraction:
-        return "no validation: --val-split is 0 and no --val-data is given"
+        return "no validation: val_split is 0 and no val_data is given"
     return (
         f"no validation: {path} has {num_examples} examples, fewer than the "
-        f"{MIN_SPLIT_EXAMPLES} a --val-split needs; give --val-data to validate"
+        f"{MIN_SPLIT_EXAMPLES} a val_split needs; give val_data to validate"
     )
 
 
@@ -100,7 +100,7 @@ def truncation_report(max_len, train_counts, val_counts=None):
     if report["val_texts"]:
         line += f" and {report['val_cut']} of {report['val_texts']} validation texts"
     line += (
-        f"; --max-len {report['max_len_95']} would keep 95% of the training "
+        f"; max_len {report['max_len_95']} would keep 95% of the training "
         f"texts whole (the longest has {report['longest']} tokens)"
     )
     return report, line

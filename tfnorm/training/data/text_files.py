@@ -18,6 +18,7 @@ import os
 
 import numpy as np
 
+from tfnorm._errors import setting_key
 from tfnorm.training.data.dataset import DataError, Dataset
 from tfnorm.training.data.labels import (
     check_one_kind,
@@ -218,7 +219,7 @@ def count_classes(labels, path, num_classes=None, lines=None):
     if num_classes is not None:
         if largest >= num_classes:
             raise DataError(
-                f"{where}: label {largest} is not below num_classes (--num-classes) "
+                f"{where}: label {largest} is not below {setting_key('num_classes')} "
                 f"{num_classes}; labels are class ids 0..{num_classes - 1}. "
                 f"Received: label={largest}"
             )
@@ -228,7 +229,9 @@ def count_classes(labels, path, num_classes=None, lines=None):
     if inferred > MAX_INFERRED_CLASSES or inferred > MAX_UNSEEN_CLASS_RATIO * distinct:
         advice = "Renumber them"
         if inferred <= MAX_INFERRED_CLASSES:
-            advice += f", or give --num-classes {inferred} if that is meant"
+            advice += (
+                f", or give {setting_key('num_classes', inferred)} if that is meant"
+            )
         raise DataError(
             f"{where}: the largest label is {largest} but only {distinct} distinct "
             f"label(s) occur; labels are class ids 0..N-1. {advice}. "
@@ -357,8 +360,9 @@ def _class_ids(path, labels, lines, num_classes):
         raise DataError(
             f"{path}: the labels are {len(names)} names ({', '.join(names[:10])}"
             f"{', ...' if len(names) > 10 else ''}), so there are {len(names)} "
-            f"classes, not num_classes (--num-classes) {num_classes}; leave "
-            f"--num-classes out for name labels. Received: num_classes={num_classes}"
+            f"classes, not {setting_key('num_classes', num_classes)}; leave "
+            f"{setting_key('num_classes')} out for name labels. "
+            f"Received: num_classes={num_classes}"
         )
     index = {name: position for position, name in enumerate(names)}
     return names, [index[label] for label in labels]

@@ -97,8 +97,8 @@ class NanGuard(Action):
             f"{what} at step {step}; stopped without saving, so the last good "
             f"checkpoint stays {self.last_checkpoint() or 'none (none saved yet)'}. "
             f"{self.diagnose(step) if self.diagnose else ''}"
-            "Try a lower --learning-rate, a --warmup-steps warm-up, --clipnorm, "
-            "or --norm-position pre."
+            "Try a lower learning_rate, a warmup_steps warm-up, clipnorm, "
+            "or norm_position pre."
         )
         self.log.line(f"NaN: {report}")
         return report

@@ -26,6 +26,7 @@ import dataclasses
 import os
 
 from tfnorm import _safe_io
+from tfnorm._errors import setting_key
 from tfnorm.training.config.settings import ConfigError
 from tfnorm.training.data.vocabulary import VOCABULARY_FILE
 from tfnorm.training.rundir import checkpoints, outputs, run_identity
@@ -174,7 +175,7 @@ def restore(checkpoint, paths, log):
             f"{error.prefix} belongs to another model or other settings: it "
             f"reads cleanly, but its variables do not fit this run's model "
             f"({error.reason}). It is left as it is; use another "
-            "--checkpoint-dir, or the settings it was trained with. Received: "
+            f"{setting_key('checkpoint_dir')}, or the settings it was trained with. Received: "
             f"checkpoint_dir={directory!r}",
         ) from None
     for entry in skipped:
@@ -188,7 +189,7 @@ def restore(checkpoint, paths, log):
             "checkpoint_dir",
             f"none of the {len(skipped)} checkpoint(s) in {directory} restores "
             "(see the warnings above); they are left as they are. Move them "
-            "away to start over, or use another --checkpoint-dir. Received: "
+            f"away to start over, or use another {setting_key('checkpoint_dir')}. Received: "
             f"checkpoint_dir={directory!r}",
         )
     return Resumed(latest, skipped, known)

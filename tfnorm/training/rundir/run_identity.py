@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 
+from tfnorm._errors import setting_key
 from tfnorm._safe_io import atomic_write_json, refuse_links
 from tfnorm.training.config.checks import _FILE_VOCAB as FILE_VOCAB
 from tfnorm.training.config.settings import ConfigError
@@ -52,7 +53,7 @@ def read_run_config(checkpoint_dir):
             "checkpoint_dir",
             f"{path} holds a JSON {type(saved).__name__}, not the mapping of "
             "settings that says which run the checkpoints belong to; restore "
-            "it, or use another --checkpoint-dir to start a new run. Received: "
+            f"it, or use another {setting_key('checkpoint_dir')} to start a new run. Received: "
             f"checkpoint_dir={checkpoint_dir!r}",
         )
     return saved
@@ -105,8 +106,8 @@ def check_same_run(config, saved, data_sha256, log=None):
         raise ConfigError(
             "checkpoint_dir",
             f"{config.checkpoint_dir} holds checkpoints of a run with other "
-            f"settings ({'; '.join(differences)}). Use another checkpoint_dir "
-            "(--checkpoint-dir) or the original settings. Received: "
+            f"settings ({'; '.join(differences)}). Use another "
+            f"{setting_key('checkpoint_dir')} or the original settings. Received: "
             f"checkpoint_dir={config.checkpoint_dir!r}",
         )
     if data_sha256 and saved_sha and saved_sha != data_sha256:
@@ -116,7 +117,7 @@ def check_same_run(config, saved, data_sha256, log=None):
             f"{config.checkpoint_dir} were made (SHA-256 {saved_sha[:12]}... "
             f"then, {data_sha256[:12]}... now); resuming would train on other "
             "data with the old vocabulary. Restore the file, or start a new "
-            f"run with another --checkpoint-dir. Received: data={config.data!r}",
+            f"run with another {setting_key('checkpoint_dir')}. Received: data={config.data!r}",
         )
     if config.data and data_sha256 and not saved_sha:
         # Checkpoints of an earlier release (or without run_config.json): the
@@ -128,7 +129,7 @@ def check_same_run(config, saved, data_sha256, log=None):
             f"the checkpoints in {config.checkpoint_dir} record no SHA-256 of "
             f"their training file ({path} has no {IDENTITY_KEY}), so it cannot "
             f"be confirmed that {config.data} is the file they were trained on. "
-            "Start a new run with another --checkpoint-dir; or, only if the "
+            f"Start a new run with another {setting_key('checkpoint_dir')}; or, only if the "
             "file is unchanged since, add "
             f'"{IDENTITY_KEY}": {{"data_sha256": "{data_sha256}"}} to {path} and '
             f"rerun. Received: data={config.data!r}",

@@ -31,7 +31,7 @@ import re
 import numpy as np
 
 from tfnorm import _keras
-from tfnorm._errors import one_line
+from tfnorm._errors import one_line, setting_key
 from tfnorm._keras import keras, tf
 from tfnorm.training.config.settings import ConfigError
 from tfnorm.training.data import DataError
@@ -93,7 +93,7 @@ class OwnModelWorkload(Workload):
         raise ConfigError(
             "steps_per_epoch",
             "data_fn's training dataset has no known length (it repeats or "
-            "comes from a generator): give steps_per_epoch (--steps-per-epoch). "
+            f"comes from a generator): give {setting_key('steps_per_epoch')}. "
             f"Received: steps_per_epoch={self.config.steps_per_epoch!r}",
         )
 
@@ -141,7 +141,7 @@ class OwnModelWorkload(Workload):
             raise ConfigError(
                 "loss",
                 f"model_fn {self.model_spec} returned a model that is not "
-                "compiled: compile it in model_fn, or name its loss (--loss, "
+                f"compiled: compile it in model_fn, or name its loss ({setting_key('loss')}, "
                 "e.g. sparse_categorical_crossentropy). Received: loss=None",
             )
         schedule = WarmupSchedule(
@@ -178,7 +178,7 @@ class OwnModelWorkload(Workload):
                 f"then, or other shapes) than the one the checkpoints in "
                 f"{self.config.checkpoint_dir} were made with; nothing was "
                 "restored. Restore the code, or start over with another "
-                f"--checkpoint-dir. Received: model_fn={self.model_spec!r}",
+                f"{setting_key('checkpoint_dir')}. Received: model_fn={self.model_spec!r}",
             )
 
     def _probe_batch(self):
