@@ -8,6 +8,7 @@ was; files opened in place refuse the link with an error naming the path.
 
 from __future__ import annotations
 
+import hashlib
 import os
 
 import pytest
@@ -97,3 +98,10 @@ def test_refuse_links_names_the_first_link(tmp_path, secret):
     files.refuse_links([str(plain), str(tmp_path / "absent")])
     with pytest.raises(files.UnsafeFileError, match="summary.json is a symbolic link"):
         files.refuse_links([str(plain), str(link)])
+
+
+def test_file_sha256_is_the_hash_of_the_bytes(tmp_path):
+    path = tmp_path / "data.csv"
+    path.write_bytes(b"text,label\n" * 100000)
+    expected = hashlib.sha256(b"text,label\n" * 100000).hexdigest()
+    assert files.file_sha256(str(path)) == expected

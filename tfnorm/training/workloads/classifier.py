@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+from tfnorm._safe_io import file_sha256
 from tfnorm.training import data as data_lib
 from tfnorm.training.rundir import export, outputs, run_identity
 from tfnorm.training.workloads import steps
@@ -35,7 +36,7 @@ class ClassifierWorkload(Workload):
         config = self.config
         if config.data:
             try:
-                self.data_sha256 = run_identity.file_sha256(config.data)
+                self.data_sha256 = file_sha256(config.data)
             except OSError as error:
                 raise data_lib.DataError(
                     f"{config.data}: cannot be read ({error.strerror or error})."
