@@ -139,3 +139,20 @@ def test_summary_records_the_export_as_json(tmp_path):
     saved = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert saved["export"]["kind"] == "model"
     assert saved["export"]["load"].startswith("import tensorflow as tf, tfnorm; ")
+
+
+def test_the_export_replaces_a_link_planted_during_the_run(tmp_path):
+    from tfnorm import _keras
+
+    if _keras.NATIVE_FORMAT == "tf":
+        pytest.skip("a SavedModel directory is checked, not renamed (TF 2.9)")
+    secret = tmp_path / "notes.txt"
+    secret.write_text("mine\n")
+    path = _keras.model_path(str(tmp_path / "model"), _keras.NATIVE_FORMAT)
+    os.symlink(secret, path)
+    inputs = _keras.keras.Input((3,))
+    model = _keras.keras.Model(inputs, _keras.keras.layers.Dense(2)(inputs))
+    assert export.export_model(model, str(tmp_path)).path == path
+    assert secret.read_text() == "mine\n" and not os.path.islink(path)
+    assert sorted(os.listdir(tmp_path)) == sorted(["notes.txt", os.path.basename(path)])
+    _keras.keras.models.load_model(path)
