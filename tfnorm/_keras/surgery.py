@@ -113,18 +113,8 @@ def replace_sublayer(parent, old, new):
     """
     places = holders(parent, old)
     positions = _tracked_positions(parent, old)
-    replaced = 0
     with _unlocked(parent):
-        for name, key in places:
-            container = getattr(parent, name)
-            if key is None:
-                setattr(parent, name, new)
-                _retrack(parent, name, new)
-            elif isinstance(container, tuple):
-                continue
-            else:
-                container[key] = new
-            replaced += 1
+        replaced = _put_in_places(parent, places, new)
         if replaced:
             _swap_in_tracked_lists(parent, old, new, positions)
     return replaced
@@ -222,19 +212,26 @@ def rebind_attributes(model, old, new):
     tracked = _tracked_layer_lists(model)
     snapshots = [list(items) for items in tracked]
     with _unlocked(model):
-        replaced = 0
-        for name, key in holders(model, old):
-            container = getattr(model, name)
-            if key is None:
-                setattr(model, name, new)
-                _retrack(model, name, new)
-            elif isinstance(container, tuple):
-                continue
-            else:
-                container[key] = new
-            replaced += 1
+        replaced = _put_in_places(model, holders(model, old), new)
     for items, snapshot in zip(tracked, snapshots):
         items[:] = snapshot
+    return replaced
+
+
+def _put_in_places(parent, places, new):
+    """Puts `new` at each of `places` (see `holders`) of `parent`; returns
+    how many it reached (a tuple cannot take it)."""
+    replaced = 0
+    for name, key in places:
+        container = getattr(parent, name)
+        if key is None:
+            setattr(parent, name, new)
+            _retrack(parent, name, new)
+        elif isinstance(container, tuple):
+            continue
+        else:
+            container[key] = new
+        replaced += 1
     return replaced
 
 
