@@ -1,15 +1,16 @@
 """What a Transformer block of tfnorm is made of, beside its layers: the norm
-positions and DeepNet's constants, the norm spec it stores, per-kernel
+positions and DeepNet's constants, the norm spec it stores and the norms it
+builds from it, the residual wiring of its two branches, per-kernel
 initializers and the attention mask it builds from padding.
 
-Written for `TransformerEncoderBlock`; nothing here is specific to an
-encoder, so another block (a decoder's) takes the same pieces.
+Nothing here is specific to an encoder or a decoder: `TransformerEncoderBlock`
+and `TransformerDecoderBlock` take the same pieces.
 """
 
 from __future__ import annotations
 
 from tfnorm._checks import check_choice, check_positive_int, check_rate, is_int
-from tfnorm._keras import keras, tf
+from tfnorm._keras import build_sublayer, keras, tf
 from tfnorm.choices import NORM_POSITIONS
 from tfnorm.layers.factory import norm_from_spec
 from tfnorm.models.matrix_initializer import MatrixInitializer
@@ -27,6 +28,13 @@ def deepnorm_alpha(num_layers_total):
     return (2.0 * num_layers_total) ** 0.25
 
 
+def residual_scale(norm_position, num_layers_total):
+    """α for DeepNorm, 1 for the other positions."""
+    if norm_position == "deepnorm":
+        return deepnorm_alpha(num_layers_total)
+    return 1.0
+
+
 def deepnorm_beta(num_layers_total):
     """DeepNet's initialisation gain β = (8L)^(-1/4) for an L-layer encoder."""
     return (8.0 * num_layers_total) ** -0.25
@@ -37,16 +45,17 @@ def optional_rate(name, rate):
     return None if rate is None else check_rate(name, rate)
 
 
-def checked_depth(norm_position, num_layers_total):
+def checked_depth(norm_position, num_layers_total, builder="tfnorm.build_encoder"):
     """`num_layers_total` checked: a positive int or None, required by
-    DeepNorm (its residual scale and initial gain depend on the depth)."""
+    DeepNorm (its residual scale and initial gain depend on the depth);
+    the error names `builder`, the function that passes it."""
     if num_layers_total is not None:
         num_layers_total = check_positive_int("num_layers_total", num_layers_total)
     if norm_position == "deepnorm" and num_layers_total is None:
         raise ValueError(
-            "norm_position='deepnorm' needs the encoder's total depth for "
+            "norm_position='deepnorm' needs the stack's total depth for "
             "its residual scale and initial weight gain. Pass "
-            "`num_layers_total` (tfnorm.build_encoder does). Received: "
+            f"`num_layers_total` ({builder} does). Received: "
             "num_layers_total=None"
         )
     return num_layers_total
@@ -69,6 +78,79 @@ def serializable_norm_spec(norm, epsilon):
     if isinstance(norm, (str, dict)):
         return norm
     return keras.layers.serialize(norm_from_spec(norm, "norm"))
+
+
+def norm_names(norm_position):
+    """The attributes holding a block's norms at `norm_position`."""
+    names = ["attention_norm", "ffn_norm"]
+    if norm_position == "sandwich":
+        names += ["attention_output_norm", "ffn_output_norm"]
+    return names
+
+
+def build_norms(block, shape):
+    """Makes and builds `block`'s norms from its `norm` and `epsilon`, each
+    an attribute named like the layer (`block.ffn_norm`)."""
+    for name in norm_names(block.norm_position):
+        norm = norm_from_spec(
+            block.norm,
+            "norm",
+            epsilon=block.epsilon,
+            name=name,
+            dtype=block.dtype_policy,
+        )
+        build_sublayer(norm, shape)
+        setattr(block, name, norm)
+
+
+def checked_block_input(block, input_shape):
+    """`input_shape` as a `TensorShape`, checked to be `(batch, seq,
+    d_model)` of `block`."""
+    shape = tf.TensorShape(input_shape)
+    if shape.rank != 3 or shape[-1] != block.d_model:
+        raise ValueError(
+            f"{type(block).__name__} expects inputs of shape (batch, seq, "
+            f"d_model={block.d_model}). Received: input_shape={input_shape}"
+        )
+    return shape
+
+
+def through_branches(block, x, attention_branch, ffn_branch, training):
+    """`x` through the attention branch, then the FFN branch, each with its
+    residual connection, norms and output dropout at `block.norm_position`:
+
+    ```
+    pre:       x + dropout(branch(norm(x)))
+    sandwich:  x + dropout(output_norm(branch(norm(x))))
+    post:      norm(x + dropout(branch(x)))
+    deepnorm:  norm(alpha * x + dropout(branch(x)))
+    ```
+    """
+    position = block.norm_position
+    for branch, norm_in, norm_out, dropout in (
+        (
+            attention_branch,
+            block.attention_norm,
+            getattr(block, "attention_output_norm", None),
+            block.attention_dropout_layer,
+        ),
+        (
+            ffn_branch,
+            block.ffn_norm,
+            getattr(block, "ffn_output_norm", None),
+            block.output_dropout,
+        ),
+    ):
+        if position == "pre":
+            x = x + dropout(branch(norm_in(x)), training=training)
+        elif position == "sandwich":
+            x = x + dropout(norm_out(branch(norm_in(x))), training=training)
+        else:  # "post" and "deepnorm"
+            residual = x
+            if position == "deepnorm":
+                residual = residual * tf.cast(block.residual_scale, x.dtype)
+            x = norm_in(residual + dropout(branch(x), training=training))
+    return x
 
 
 def kernel_initializer_copy(initializer, index=0):

@@ -2,12 +2,7 @@
 
 from __future__ import annotations
 
-from tfnorm._checks import (
-    check_block_sizes,
-    check_choice,
-    check_positive_int,
-    check_rate,
-)
+from tfnorm._checks import check_block_sizes, check_choice, check_rate
 from tfnorm._keras import (
     Layer,
     build_sublayer,
@@ -17,11 +12,17 @@ from tfnorm._keras import (
     single_input_build_config,
     tf,
 )
-from tfnorm.layers.factory import norm_from_spec
 from tfnorm.models.block_parts import (
-    deepnorm_alpha,
+    build_norms,
+    checked_block_input,
+    checked_depth,
     deepnorm_beta,
+    norm_names,
+    optional_rate,
+    residual_scale,
+    scale_kernels,
     serializable_norm_spec,
+    through_branches,
     validate_norm_position,
 )
 from tfnorm.models.causal_attention import (
@@ -170,49 +171,24 @@ class TransformerDecoderBlock(Layer):
         self.feed_forward = check_choice("feed_forward", feed_forward, FEED_FORWARDS)
         self.use_bias = check_bool("use_bias", use_bias)
         self.dropout_rate = check_rate("dropout_rate", dropout_rate)
-        self.attention_dropout = attention_dropout
-        if attention_dropout is not None:
-            self.attention_dropout = check_rate("attention_dropout", attention_dropout)
+        self.attention_dropout = optional_rate("attention_dropout", attention_dropout)
         self.norm = serializable_norm_spec(norm, epsilon)
         self.norm_position = validate_norm_position(norm_position)
         self.epsilon = epsilon
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
-        if num_layers_total is not None:
-            num_layers_total = check_positive_int("num_layers_total", num_layers_total)
-        if self.norm_position == "deepnorm" and num_layers_total is None:
-            raise ValueError(
-                "norm_position='deepnorm' needs the stack's depth for its "
-                "residual scale and initial weight gain. Pass `num_layers_total` "
-                "(tfnorm.build_decoder does). Received: num_layers_total=None"
-            )
-        self.num_layers_total = num_layers_total
+        self.num_layers_total = checked_depth(
+            self.norm_position, num_layers_total, builder="tfnorm.build_decoder"
+        )
         self.supports_masking = True
 
     # -- construction -----------------------------------------------------
 
     def _norm_names(self):
-        names = ["attention_norm", "ffn_norm"]
-        if self.norm_position == "sandwich":
-            names += ["attention_output_norm", "ffn_output_norm"]
-        return names
+        return norm_names(self.norm_position)
 
     def build(self, input_shape):
-        shape = tf.TensorShape(input_shape)
-        if shape.rank != 3 or shape[-1] != self.d_model:
-            raise ValueError(
-                "TransformerDecoderBlock expects inputs of shape (batch, seq, "
-                f"d_model={self.d_model}). Received: input_shape={input_shape}"
-            )
-        for name in self._norm_names():
-            norm = norm_from_spec(
-                self.norm,
-                "norm",
-                epsilon=self.epsilon,
-                name=name,
-                dtype=self.dtype_policy,
-            )
-            build_sublayer(norm, shape)
-            setattr(self, name, norm)
+        shape = checked_block_input(self, input_shape)
+        build_norms(self, shape)
         d, h = self.d_model, self.head_dim
         for name, heads in (
             ("query", self.num_heads),
@@ -256,12 +232,9 @@ class TransformerDecoderBlock(Layer):
 
     def _scale_for_deepnorm(self):
         # DeepNet scales the value, output and FFN kernels (not query, key).
-        beta = deepnorm_beta(self.num_layers_total)
         scaled = [self.value, self.attention_output, self.ffn_inner, self.ffn_output]
         scaled += [self.ffn_gate] if self.feed_forward == "swiglu" else []
-        for layer in scaled:
-            with tf.init_scope():
-                layer.kernel.assign(layer.kernel * beta)
+        scale_kernels(scaled, deepnorm_beta(self.num_layers_total))
 
     def get_build_config(self):
         return single_input_build_config(super().get_build_config())
@@ -271,9 +244,7 @@ class TransformerDecoderBlock(Layer):
     @property
     def residual_scale(self):
         """α for DeepNorm, 1 for the other positions."""
-        if self.norm_position == "deepnorm":
-            return deepnorm_alpha(self.num_layers_total)
-        return 1.0
+        return residual_scale(self.norm_position, self.num_layers_total)
 
     def _attend(self, x, positions, mask, training, cache, cache_index):
         """Attention of `x`; returns `(output, cache)` (cache None without one)."""
@@ -308,27 +279,7 @@ class TransformerDecoderBlock(Layer):
             )
             return output
 
-        for branch, norm_in, norm_out, dropout in (
-            (
-                attention_branch,
-                self.attention_norm,
-                getattr(self, "attention_output_norm", None),
-                self.attention_dropout_layer,
-            ),
-            (
-                self._ffn,
-                self.ffn_norm,
-                getattr(self, "ffn_output_norm", None),
-                self.output_dropout,
-            ),
-        ):
-            if self.norm_position == "pre":
-                x = x + dropout(branch(norm_in(x)), training=training)
-            elif self.norm_position == "sandwich":
-                x = x + dropout(norm_out(branch(norm_in(x))), training=training)
-            else:  # "post" and "deepnorm"
-                residual = x * tf.cast(self.residual_scale, x.dtype)
-                x = norm_in(residual + dropout(branch(x), training=training))
+        x = through_branches(self, x, attention_branch, self._ffn, training)
         return x, new_cache[0]
 
     def call(self, x, padding_mask=None, training=None, mask=None):

@@ -15,17 +15,20 @@ from tfnorm._keras import (
     tf,
     without_keras_mask,
 )
-from tfnorm.layers.factory import norm_from_spec
 from tfnorm.models.block_parts import (
+    build_norms,
+    checked_block_input,
     checked_depth,
     combined_attention_mask,
-    deepnorm_alpha,
     deepnorm_beta,
     kernel_initializer_copy,
+    norm_names,
     optional_rate,
     redraw_seeded_projections,
+    residual_scale,
     scale_kernels,
     serializable_norm_spec,
+    through_branches,
     validate_norm_position,
 )
 from tfnorm.models.keras_hub_reader import (
@@ -220,27 +223,14 @@ class TransformerEncoderBlock(Layer):
         copy_keras_hub_encoder_weights(layer, block)
         return block
 
-    def _make_norm(self, name):
-        return norm_from_spec(
-            self.norm, "norm", epsilon=self.epsilon, name=name, dtype=self.dtype_policy
-        )
-
     def _norm_names(self):
-        names = ["attention_norm", "ffn_norm"]
-        if self.norm_position == "sandwich":
-            names += ["attention_output_norm", "ffn_output_norm"]
-        return names
+        return norm_names(self.norm_position)
 
     def build(self, input_shape):
-        shape = tf.TensorShape(input_shape)
-        if shape.rank != 3 or shape[-1] != self.d_model:
-            raise ValueError(
-                "TransformerEncoderBlock expects inputs of shape (batch, seq, "
-                f"d_model={self.d_model}). Received: input_shape={input_shape}"
-            )
+        shape = checked_block_input(self, input_shape)
         # Created in this order (norms, attention branch, FFN branch): the
         # order of the block's weights and of unseeded initial draws.
-        self._build_norms(shape)
+        build_norms(self, shape)
         projections = self._build_attention_branch(shape)
         self._build_ffn_branch(shape)
         if self.norm_position == "deepnorm":
@@ -250,13 +240,6 @@ class TransformerEncoderBlock(Layer):
                 deepnorm_beta(self.num_layers_total),
             )
         self.built = True
-
-    def _build_norms(self, shape):
-        # Each norm is an attribute named like the layer (`block.ffn_norm`).
-        for name in self._norm_names():
-            norm = self._make_norm(name)
-            build_sublayer(norm, shape)
-            setattr(self, name, norm)
 
     def _dropout(self, rate, name):
         return keras.layers.Dropout(rate, dtype=self.dtype_policy, name=name)
@@ -321,9 +304,7 @@ class TransformerEncoderBlock(Layer):
     @property
     def residual_scale(self):
         """α for DeepNorm, 1 for the other positions."""
-        if self.norm_position == "deepnorm":
-            return deepnorm_alpha(self.num_layers_total)
-        return 1.0
+        return residual_scale(self.norm_position, self.num_layers_total)
 
     def _self_attention(self, x, mask, training):
         # `mask` already holds the padding; attention must not consume the
@@ -340,7 +321,6 @@ class TransformerEncoderBlock(Layer):
         if padding_mask is None:
             padding_mask = mask if mask is not None else get_keras_mask(x)
         attn_mask = combined_attention_mask(x, padding_mask, attention_mask)
-        position = self.norm_position
 
         def attention_branch(inputs):
             return self._self_attention(inputs, attn_mask, training)
@@ -348,30 +328,7 @@ class TransformerEncoderBlock(Layer):
         def ffn_branch(inputs):
             return self._ffn(inputs, training)
 
-        for branch, norm_in, norm_out, dropout in (
-            (
-                attention_branch,
-                self.attention_norm,
-                getattr(self, "attention_output_norm", None),
-                self.attention_dropout_layer,
-            ),
-            (
-                ffn_branch,
-                self.ffn_norm,
-                getattr(self, "ffn_output_norm", None),
-                self.output_dropout,
-            ),
-        ):
-            if position == "pre":
-                x = x + dropout(branch(norm_in(x)), training=training)
-            elif position == "sandwich":
-                x = x + dropout(norm_out(branch(norm_in(x))), training=training)
-            else:  # "post" and "deepnorm"
-                residual = x
-                if position == "deepnorm":
-                    residual = residual * tf.cast(self.residual_scale, x.dtype)
-                x = norm_in(residual + dropout(branch(x), training=training))
-        return x
+        return through_branches(self, x, attention_branch, ffn_branch, training)
 
     def compute_output_shape(self, input_shape):
         return input_shape
