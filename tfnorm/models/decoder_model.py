@@ -41,26 +41,13 @@ class DecoderModel(OptionalMaskModel):
     TensorShape([1, 3, 100])
     """
 
+    main_input = "token_ids"
+
     def _with_padding_mask(self, inputs):
-        if isinstance(inputs, dict):
-            if "token_ids" not in inputs:
-                raise ValueError(
-                    f"{self.name} takes a dict with the keys 'token_ids' and, "
-                    f"optionally, 'padding_mask'. Received: keys {sorted(inputs)}"
-                )
-            if "padding_mask" in inputs:
-                return [inputs["token_ids"], inputs["padding_mask"]]
-            inputs = inputs["token_ids"]
-        elif isinstance(inputs, (list, tuple)):
-            if len(inputs) == 2:
-                return list(inputs)
-            if len(inputs) != 1:
-                raise ValueError(
-                    f"{self.name} takes token_ids or [token_ids, padding_mask]. "
-                    f"Received: {len(inputs)} inputs"
-                )
-            inputs = inputs[0]
-        return [inputs, padding_mask_like(inputs)]
+        token_ids, padding_mask = self._split_inputs(inputs)
+        if padding_mask is None:
+            padding_mask = padding_mask_like(token_ids)
+        return [token_ids, padding_mask]
 
     def call(self, inputs, training=None, mask=None):
         return super().call(self._with_padding_mask(inputs), training=training)

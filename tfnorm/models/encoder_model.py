@@ -10,6 +10,30 @@ class OptionalMaskModel(keras.Model):
     """A functional model of `(inputs, padding_mask)` that may be called
     with `inputs` alone; subclasses complete the mask in `call`."""
 
+    #: The name of the first input (the second is `padding_mask`).
+    main_input = None
+
+    def _split_inputs(self, inputs):
+        """`(main input, padding mask or None)` of a call's `inputs`: the main
+        input alone, a list of it and optionally the mask, or a dict by the
+        inputs' names."""
+        main = self.main_input
+        if isinstance(inputs, dict):
+            if main not in inputs:
+                raise ValueError(
+                    f"{self.name} takes a dict with the keys '{main}' and, "
+                    f"optionally, 'padding_mask'. Received: keys {sorted(inputs)}"
+                )
+            return inputs[main], inputs.get("padding_mask")
+        if isinstance(inputs, (list, tuple)):
+            if len(inputs) not in (1, 2):
+                raise ValueError(
+                    f"{self.name} takes {main} or [{main}, padding_mask]. "
+                    f"Received: {len(inputs)} inputs"
+                )
+            return inputs[0], inputs[1] if len(inputs) == 2 else None
+        return inputs, None
+
     # The two-input spec would reject the one-input form before `call` could
     # complete it; the layers inside check the shapes themselves.
     @property
@@ -50,26 +74,13 @@ class EncoderModel(OptionalMaskModel):
     TensorShape([2, 8, 32])
     """
 
+    main_input = "sequence"
+
     def _with_padding_mask(self, inputs, mask):
         """`(inputs, mask)` in the two-input form the graph was built for."""
-        if isinstance(inputs, dict):
-            if "sequence" not in inputs:
-                raise ValueError(
-                    f"{self.name} takes a dict with the keys 'sequence' and, "
-                    f"optionally, 'padding_mask'. Received: keys {sorted(inputs)}"
-                )
-            if "padding_mask" in inputs:
-                return [inputs["sequence"], inputs["padding_mask"]], mask
-            inputs = inputs["sequence"]
-        elif isinstance(inputs, (list, tuple)):
-            if len(inputs) == 2:
-                return list(inputs), mask
-            if len(inputs) != 1:
-                raise ValueError(
-                    f"{self.name} takes a sequence or [sequence, padding_mask]. "
-                    f"Received: {len(inputs)} inputs"
-                )
-            inputs = inputs[0]
+        inputs, padding_mask = self._split_inputs(inputs)
+        if padding_mask is not None:
+            return [inputs, padding_mask], mask
         if isinstance(mask, (list, tuple)):
             mask = mask[0] if mask else None
         return [inputs, padding_mask_like(inputs, mask)], [mask, None]
