@@ -119,33 +119,46 @@ def run_layer_test(
 def assert_reloads_in_fresh_process(layer, input_shape, x):
     """Saves a model around `layer` in every format of this runtime and
     reloads it in a new process that only imports tfnorm."""
-    import os
-    import tempfile
-
     inputs = keras.Input(shape=input_shape[1:])
     model = keras.Model(inputs, layer(inputs))
-    expected = np.asarray(model(x))
+    assert_model_reloads_in_fresh_process(
+        model,
+        {"x": x, "expected": np.asarray(model(x))},
+        """
+        layer = model.layers[-1]
+        assert type(layer).__module__.startswith("tfnorm."), type(layer)
+        np.testing.assert_array_equal(np.asarray(model(x)), expected)
+        """,
+    )
+
+
+def assert_model_reloads_in_fresh_process(model, arrays, checks):
+    """Saves `model` in every format of this runtime, and `arrays` (NumPy
+    arrays by name) beside it; then, in a new process that only imports
+    tfnorm (and NumPy as `np`, TensorFlow as `tf`), loads the arrays under
+    their names and each saved model as `model`, and runs `checks` (Python
+    statements) on it."""
+    import os
+    import tempfile
+    import textwrap
+
     workdir = tempfile.mkdtemp(prefix="tfnorm-reload-")
-    np.save(os.path.join(workdir, "x.npy"), x)
-    np.save(os.path.join(workdir, "expected.npy"), expected)
+    lines = ["import numpy as np, tensorflow as tf", "import tfnorm"]
+    for name, array in arrays.items():
+        path = os.path.join(workdir, f"{name}.npy")
+        np.save(path, array)
+        lines.append(f"{name} = np.load({path!r})")
     paths = [
         _keras.save_model(model, os.path.join(workdir, "model"), fmt)
         for fmt in _keras.SAVE_FORMATS
     ]
-    out = run_python(
-        f"""
-        import numpy as np, tensorflow as tf
-        import tfnorm
-        x = np.load({os.path.join(workdir, "x.npy")!r})
-        expected = np.load({os.path.join(workdir, "expected.npy")!r})
-        for path in {paths!r}:
-            model = tf.keras.models.load_model(path, compile=False)
-            layer = model.layers[-1]
-            assert type(layer).__module__.startswith("tfnorm."), type(layer)
-            np.testing.assert_array_equal(np.asarray(model(x)), expected)
-            print("reloaded", path)
-        """
-    )
+    lines += [
+        f"for path in {paths!r}:",
+        "    model = tf.keras.models.load_model(path, compile=False)",
+        textwrap.indent(textwrap.dedent(checks).strip(), " " * 4),
+        '    print("reloaded", path)',
+    ]
+    out = run_python("\n".join(lines))
     assert out.count("reloaded") == len(paths), out
 
 

@@ -2,14 +2,12 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 
 import numpy as np
 import pytest
 
 import tfnorm
-from tests.conftest import run_python
-from tfnorm import _keras
+from tests.testing import assert_model_reloads_in_fresh_process
 from tfnorm._keras import keras, tf
 from tfnorm.callbacks import find_norm_layers
 from tfnorm.choices import NORM_POSITIONS
@@ -171,33 +169,20 @@ def test_mixed_precision_gives_float32_logits(policy, mixed_policy):
 def test_save_and_reload_with_only_import_tfnorm(preset):
     model = make_model(preset, num_kv_heads=2)
     ids = token_ids((2, 5), seed=6)
-    workdir = tempfile.mkdtemp(prefix="tfnorm-decoder-")
-    np.save(os.path.join(workdir, "ids.npy"), ids)
-    np.save(os.path.join(workdir, "expected.npy"), np.asarray(model(ids)))
-    greedy = tfnorm.generate(model, ids, 3)
-    np.save(os.path.join(workdir, "greedy.npy"), greedy)
-    paths = [
-        _keras.save_model(model, os.path.join(workdir, "model"), fmt)
-        for fmt in _keras.SAVE_FORMATS
-    ]
-    out = run_python(
+    assert_model_reloads_in_fresh_process(
+        model,
+        {
+            "ids": ids,
+            "expected": np.asarray(model(ids)),
+            "greedy": tfnorm.generate(model, ids, 3),
+        },
         f"""
-        import os
-        import numpy as np, tensorflow as tf
-        import tfnorm
-        ids = np.load({os.path.join(workdir, "ids.npy")!r})
-        expected = np.load({os.path.join(workdir, "expected.npy")!r})
-        greedy = np.load({os.path.join(workdir, "greedy.npy")!r})
-        for path in {paths!r}:
-            model = tf.keras.models.load_model(path, compile=False)
-            assert type(model).__name__ == "DecoderModel", type(model)
-            assert model.max_len == {MAX_LEN}, model.max_len
-            np.testing.assert_allclose(np.asarray(model(ids)), expected, atol=1e-6)
-            np.testing.assert_array_equal(tfnorm.generate(model, ids, 3), greedy)
-            print("reloaded", path)
-        """
+        assert type(model).__name__ == "DecoderModel", type(model)
+        assert model.max_len == {MAX_LEN}, model.max_len
+        np.testing.assert_allclose(np.asarray(model(ids)), expected, atol=1e-6)
+        np.testing.assert_array_equal(tfnorm.generate(model, ids, 3), greedy)
+        """,
     )
-    assert out.count("reloaded") == len(paths), out
 
 
 def test_callbacks_find_the_decoders_norms(tmp_path):
