@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import os
 import secrets
-import shutil
 import subprocess
 import sys
-import tempfile
 
 import pytest
 
@@ -21,9 +19,9 @@ from tests.conftest import REPO, RUNTIME
 from tests.docker.harness import (
     SSHD,
     Entrypoint,
-    HostUser,
     require_sbin,
     require_tool,
+    throwaway_user,
 )
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -56,16 +54,8 @@ def user():
     require_sbin(SSHD, "install openssh-server (tools/apt-packages.txt)")
     require_tool("useradd", "install passwd")
     require_tool("jupyter", "install jupyterlab (dev extra)")
-    base = tempfile.mkdtemp(prefix="tfnorm-docker-")
-    # The user must reach its home and workspace inside.
-    os.chmod(base, 0o755)
-    account = HostUser(base)
-    try:
-        account.create()
+    with throwaway_user() as account:
         yield account
-    finally:
-        account.remove()
-        shutil.rmtree(base, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -8,6 +8,7 @@ Paths point into a temporary directory and services listen on free ports of
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import pwd
@@ -19,6 +20,7 @@ import socket
 import stat
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -157,6 +159,35 @@ class HostUser:
         for directory in self.acl_paths:
             subprocess.run([setfacl, "-x", f"u:{uid}", directory], check=False)
         subprocess.run(["userdel", self.name], check=False)
+
+
+@contextlib.contextmanager
+def throwaway_user():
+    """A `HostUser` created for the tests, removed with its folder afterwards."""
+    base = tempfile.mkdtemp(prefix="tfnorm-docker-")
+    # The user must reach its home and workspace inside.
+    os.chmod(base, 0o755)
+    account = HostUser(base)
+    try:
+        account.create()
+        yield account
+    finally:
+        account.remove()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def failed_start(env, timeout):
+    """Runs the real entrypoint with `env` alone, expecting it to stop
+    before starting anything; returns the finished process."""
+    result = subprocess.run(
+        [sys.executable, ENTRYPOINT],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert result.returncode != 0, result.stderr
+    return result
 
 
 def cmdline(pid):

@@ -8,14 +8,18 @@ to it, or with a command, which must take the entrypoint's place.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 
 import pytest
 
-from tests.docker.harness import ENTRYPOINT, NOT_UTF8_TF_VARIABLE, HostUser, cmdline
+from tests.docker.harness import (
+    ENTRYPOINT,
+    NOT_UTF8_TF_VARIABLE,
+    cmdline,
+    failed_start,
+    throwaway_user,
+)
 
 
 def test_a_command_replaces_the_services_and_runs_as_the_user(user):
@@ -79,15 +83,8 @@ def test_values_that_are_not_utf8_are_skipped_with_one_line_each(lab):
 def spare_user(user):
     """A second throw-away user: a failing start must not touch the shared
     `lab`'s processes, whatever the code under test does."""
-    base = tempfile.mkdtemp(prefix="tfnorm-docker-")
-    os.chmod(base, 0o755)
-    account = HostUser(base)
-    try:
-        account.create()
+    with throwaway_user() as account:
         yield account
-    finally:
-        account.remove()
-        shutil.rmtree(base, ignore_errors=True)
 
 
 # A setting the services need that is wrong: (variable, value, what the one
@@ -137,14 +134,7 @@ def test_what_the_services_need_is_checked_in_one_line_before_sshd_starts(
         "TFNORM_STOP_TIMEOUT": "5",
         name: value.format(base=base),
     }
-    result = subprocess.run(
-        [sys.executable, ENTRYPOINT],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert result.returncode != 0
+    result = failed_start(env, timeout=120)
     assert "Traceback" not in result.stderr, result.stderr
     *log_lines, error = result.stderr.splitlines()
     assert all(line.startswith("[tfnorm-entrypoint] ") for line in log_lines)

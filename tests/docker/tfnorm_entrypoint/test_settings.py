@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 
 import pytest
 from tfnorm_entrypoint.settings import Settings
 
-from tests.docker.harness import ENTRYPOINT
+from tests.docker.harness import failed_start
 
 # Values that would add a line to sshd_config, or are no deadline or port.
 BAD_SETTINGS = [
@@ -78,14 +76,7 @@ def test_a_bad_setting_is_one_line_naming_it_and_nothing_starts(name, value, tmp
         "SSH_AUTHORIZED_KEYS": "ssh-ed25519 AAAA",
         name: value,
     }
-    result = subprocess.run(
-        [sys.executable, ENTRYPOINT],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert result.returncode != 0
+    result = failed_start(env, timeout=60)
     assert len(result.stderr.splitlines()) == 1, result.stderr
     assert name in result.stderr and shown(name, value) in result.stderr
     assert sorted(os.listdir(tmp_path)) == ["service.sh"]
