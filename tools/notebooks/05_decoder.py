@@ -21,7 +21,7 @@
 #    every RMSNorm's inputs and outputs, in the folder the container's TensorBoard
 #    watches.
 #
-# The defaults train in a few minutes on 2 CPU cores; the model is far too small
+# The defaults train in about five minutes on 2 CPU cores; the model is far too small
 # and too briefly trained to write good text.
 
 # %% tags=["parameters"]
@@ -169,10 +169,10 @@ print(
 # which Keras measures the loss on the held-out windows.
 #
 # `NormHistogramCallback` runs the model on a fixed probe batch (four held-out
-# windows) every `HISTOGRAM_EVERY` steps, in a function of its own, so training is
-# unchanged, and writes histograms and scalars of every norm's inputs and outputs
-# to `LOG_DIR/norms`. Keras's `TensorBoard` callback writes the loss curves to
-# `LOG_DIR/keras`.
+# windows) every `HISTOGRAM_EVERY` steps and at the end of every epoch, in a
+# function of its own, so training is unchanged, and writes histograms and
+# scalars of every norm's inputs and outputs to `LOG_DIR/norms`. Keras's
+# `TensorBoard` callback writes the loss curves to `LOG_DIR/keras`.
 
 # %%
 model.compile(
@@ -331,7 +331,8 @@ plt.show()
 # The scalars beside each histogram are easier to compare across layers: the
 # standard deviation of every norm's input over training. In a Pre-LN stack each
 # block adds to the residual stream, so deeper norms see a wider input; the norm
-# divides that back to unit scale.
+# divides that back to unit scale. The first norm (`block_0/attention_norm`) sees
+# the token embeddings themselves, initialised small (std 0.02).
 
 # %%
 scalar_tags = sorted(
