@@ -17,8 +17,9 @@ The notebooks are generated from `tools/notebooks/*.py` by
 
 Execution in a kernel is tested in the keras3 runtime only (the TF 2.9 root
 has no Jupyter). The notebooks of `SUITE_PARAMETERS` also run as plain
-scripts, from their sources, in every runtime. The outputs-stripped check is
-plain JSON and runs everywhere.
+scripts, from their sources, in any runtime (`-m slow`: TensorFlow's tracing
+and XLA compiling take 30-80 s even at those sizes). The outputs-stripped
+check is plain JSON and runs everywhere.
 """
 
 from __future__ import annotations
@@ -219,6 +220,7 @@ def git_ignored(paths):
     return set(result.stdout.split())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(SUITE_PARAMETERS))
 def test_notebook_source_runs_as_a_script_in_this_runtime(name, tmp_path):
     """The notebook's cells, from its source in tools/notebooks/ (valid
