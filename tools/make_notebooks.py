@@ -15,15 +15,19 @@ the notebook.
 
 Executed copies, with their outputs (tables, plots), are kept in
 `docs/notebooks/` for readers who do not run them: `--execute` runs every
-notebook top to bottom at its defaults in a fresh kernel of this interpreter,
-in a temporary working directory, and writes the copy with the command and
-the runtime that made it in its metadata (about 5 minutes on 2 CPU cores).
+notebook (or those named) top to bottom at its defaults in a fresh kernel of
+this interpreter, and writes the copy with the command and the runtime that
+made it in its metadata (about 10 minutes on 2 CPU cores). Each runs in the
+`notebooks/` folder of a temporary copy of the container's workspace layout,
+so what it writes to `../runs` (TensorBoard logs, for the container's
+TensorBoard service) stays in that temporary folder too.
 
 Usage:
 
     .venv/bin/python tools/make_notebooks.py            # write notebooks/*.ipynb
     .venv/bin/python tools/make_notebooks.py --check    # fail if they are stale
     .venv/bin/python tools/make_notebooks.py --execute  # write docs/notebooks/
+    .venv/bin/python tools/make_notebooks.py --execute 05_decoder  # one of them
 """
 
 from __future__ import annotations
@@ -107,9 +111,14 @@ def build_notebook(source_path):
     return nbformat.writes(notebook) + "\n"
 
 
-def execute_notebook(path, workdir, timeout):
+def execute_notebook(path, workdir, timeout, parameters=None):
     """`path` run top to bottom in a fresh kernel of this interpreter, with
-    `workdir` as its working directory; returns the executed notebook.
+    `workdir/notebooks` as its working directory (as `/workspace/notebooks`
+    is in the container, beside `/workspace/runs`); returns the executed
+    notebook.
+
+    `parameters`, code that sets some of the `parameters` cell's names, runs
+    in a cell of its own right after that cell (as papermill does).
 
     Raises nbclient's `CellExecutionError` (with the cell's traceback) when a
     cell fails.
@@ -117,6 +126,17 @@ def execute_notebook(path, workdir, timeout):
     import nbclient
 
     notebook = nbformat.read(str(path), as_version=4)
+    if parameters:
+        first_code = next(
+            index
+            for index, cell in enumerate(notebook.cells)
+            if cell.cell_type == "code"
+        )
+        injected = nbformat.v4.new_code_cell(parameters)
+        injected.id = "injected-parameters"
+        notebook.cells.insert(first_code + 1, injected)
+    notebook_dir = pathlib.Path(workdir, "notebooks")
+    notebook_dir.mkdir(exist_ok=True)
     environment = {
         # The kernelspec runs `python -m ipykernel_launcher`: this
         # interpreter's directory first on PATH keeps it in this environment.
@@ -135,7 +155,7 @@ def execute_notebook(path, workdir, timeout):
             notebook,
             timeout=timeout,
             kernel_name="python3",
-            resources={"metadata": {"path": str(workdir)}},
+            resources={"metadata": {"path": str(notebook_dir)}},
         ).execute()
     finally:
         for name, value in saved.items():
@@ -177,11 +197,18 @@ def _without_tensorflow_log(outputs):
     return kept
 
 
-def write_executed(timeout=1200):
-    """Runs every notebook and writes its executed copy to `docs/notebooks/`."""
+def write_executed(names=(), timeout=1200):
+    """Runs every notebook (or those whose stem is in `names`) and writes
+    its executed copy to `docs/notebooks/`."""
     EXECUTED.mkdir(parents=True, exist_ok=True)
     runtime = _runtime()
-    for path in sorted(NOTEBOOKS.glob("*.ipynb")):
+    paths = sorted(NOTEBOOKS.glob("*.ipynb"))
+    unknown = sorted(set(names) - {path.stem for path in paths})
+    if unknown:
+        raise SystemExit(f"no notebook named {', '.join(unknown)} in notebooks/")
+    for path in paths:
+        if names and path.stem not in names:
+            continue
         with tempfile.TemporaryDirectory(prefix="notebook-") as workdir:
             notebook = execute_notebook(path, workdir, timeout)
         for cell in notebook.cells:
@@ -204,15 +231,17 @@ def main(argv=None):
     )
     parser.add_argument(
         "--execute",
-        action="store_true",
-        help="run every notebook and write its executed copy to docs/notebooks/",
+        nargs="*",
+        metavar="NAME",
+        help="run every notebook (or those named, e.g. 05_decoder) and write "
+        "its executed copy to docs/notebooks/",
     )
     args = parser.parse_args(argv)
-    if args.execute:
+    if args.execute is not None:
         from tfnorm.cli.main import quiet_tensorflow
 
         quiet_tensorflow()  # this process's import of TensorFlow, and the kernels'
-        write_executed()
+        write_executed(args.execute)
         return 0
     NOTEBOOKS.mkdir(exist_ok=True)
     stale = []

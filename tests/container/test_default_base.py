@@ -31,6 +31,13 @@ from tests.notebooks.parameters import SMALL_PARAMETERS
 
 NOTEBOOKS = sorted(pathlib.Path(REPO, "notebooks").glob("*.ipynb"))
 
+# The TensorBoard runs each notebook writes to ../runs from its folder, i.e.
+# /workspace/runs, which the TensorBoard service watches.
+TENSORBOARD_RUNS = {
+    "02_pre_vs_post_ln": "pre_vs_post_ln/",
+    "03_tensorboard_norm_monitoring": "norm_monitoring/",
+    "05_decoder": "decoder/",
+}
 UID = 1000  # the image's TFNORM_UID default
 STANDIN = "tf29"  # tools/container/build-standins.sh
 
@@ -165,6 +172,18 @@ def notebook_runs(project):
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda path: path.stem)
 def test_notebook_runs_in_the_container_kernel(project, notebook_runs, path):
     notebook = notebook_runs[path.stem].result(timeout=1800)
+    prefix = TENSORBOARD_RUNS.get(path.stem)
+    if prefix:
+
+        def listed():
+            status, body = project.http("/data/runs", port=project.tensorboard_port)
+            return status == 200 and [
+                name for name in json.loads(body) if name.startswith(prefix)
+            ]
+
+        assert wait_for(
+            listed, 120, f"{prefix} in TensorBoard's /data/runs", interval=2
+        )
     if path.name.startswith("01"):
         # Saved through the contents API, so the screenshot shows it executed.
         project.api(

@@ -1,21 +1,25 @@
 """The notebooks in `notebooks/` execute, and are committed without outputs.
 
 Each notebook runs top to bottom in a fresh IPython kernel of this
-interpreter (`nbclient`) in a temporary working directory, so nothing it
-writes (logs, saved models) lands in the repository; run where it is (in
-JupyterLab, whose working directory is the notebook's folder), each file it
-writes would be in `notebooks/`, so git must ignore it. A cell that raises
-fails the test with the cell's traceback. Execution, at the notebooks'
-defaults (about 4 minutes for the four), is part of the `slow` run
-(`make test-slow`, run by CI); the container check runs them again, smaller,
-in the container's kernel (tests/container).
+interpreter (`nbclient`) in the `notebooks/` folder of a temporary copy of
+the workspace's layout, so nothing it writes (logs, saved models) lands in
+the repository; run where it is (in JupyterLab, whose working directory is
+the notebook's folder), each file it writes would be in `notebooks/` or, for
+TensorBoard logs, in `runs/` beside it, so git must ignore it. A cell that
+raises fails the test with the cell's traceback. Execution, at the
+notebooks' defaults (about 4 minutes for 01-04) or at the sizes of
+`parameters.SUITE_PARAMETERS`, is part of the `slow` run (`make test-slow`,
+run by CI); the container check runs them again, smaller, in the container's
+kernel (tests/container).
 
 The notebooks are generated from `tools/notebooks/*.py` by
 `tools/make_notebooks.py`; a test checks they are in sync.
 
-Execution is tested in the keras3 runtime only (the notebooks' issue asks for
-that; the TF 2.9 root has no Jupyter). The outputs-stripped check is plain
-JSON and runs everywhere.
+Execution in a kernel is tested in the keras3 runtime only (the TF 2.9 root
+has no Jupyter). The notebooks of `SUITE_PARAMETERS` also run as plain
+scripts, from their sources, in any runtime (`-m slow`: TensorFlow's tracing
+and XLA compiling take 30-80 s even at those sizes). The outputs-stripped
+check is plain JSON and runs everywhere.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import sys
 import pytest
 
 from tests.conftest import REPO, RUNTIME
+from tests.notebooks.parameters import SUITE_PARAMETERS
 
 NOTEBOOK_DIR = pathlib.Path(REPO) / "notebooks"
 NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
@@ -39,6 +44,7 @@ EXPECTED = (
     "02_pre_vs_post_ln.ipynb",
     "03_tensorboard_norm_monitoring.ipynb",
     "04_multi_gpu.ipynb",
+    "05_decoder.ipynb",
 )
 # Generous: each notebook's defaults aim at under ~2 minutes on 2 CPU cores,
 # but the machine is shared (one cell of 02 took 13 min under a load of 10).
@@ -173,7 +179,9 @@ def test_notebook_executes(path, tmp_path):
     make_notebooks = _make_notebooks()
     notebook_dir_before = sorted(NOTEBOOK_DIR.iterdir())
     try:
-        notebook = make_notebooks.execute_notebook(path, tmp_path, CELL_TIMEOUT_S)
+        notebook = make_notebooks.execute_notebook(
+            path, tmp_path, CELL_TIMEOUT_S, SUITE_PARAMETERS.get(path.stem)
+        )
     except nbclient.exceptions.CellExecutionError as error:
         pytest.fail(f"{path.name} failed:\n{error}", pytrace=False)
     # Every cell that shows a figure produced one, drawn from its results.
@@ -182,10 +190,10 @@ def test_notebook_executes(path, tmp_path):
     # The notebook wrote its files (logs, saved models) into the temporary
     # directory, not next to the committed notebooks.
     assert sorted(NOTEBOOK_DIR.iterdir()) == notebook_dir_before
-    # Run in JupyterLab, the notebook writes them in notebooks/ (in the
-    # container, the host's clone): git must ignore every one of them.
+    # Run in JupyterLab, the notebook writes them in notebooks/ and runs/
+    # (in the container, the host's clone): git must ignore every one.
     written = [
-        "notebooks/" + file.relative_to(tmp_path).as_posix()
+        file.relative_to(tmp_path).as_posix()
         for file in sorted(tmp_path.rglob("*"))
         if file.is_file()
     ]
@@ -210,3 +218,46 @@ def git_ignored(paths):
     # Exit status 1: none is ignored; 128: not a git checkout.
     assert result.returncode in (0, 1), result.stderr
     return set(result.stdout.split())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(SUITE_PARAMETERS))
+def test_notebook_source_runs_as_a_script_in_this_runtime(name, tmp_path):
+    """The notebook's cells, from its source in tools/notebooks/ (valid
+    Python), run in order in a fresh interpreter of this runtime at the small
+    sizes of `SUITE_PARAMETERS`, in `notebooks/` beside `runs/` as in the
+    container."""
+    source = pathlib.Path(REPO, "tools", "notebooks", name + ".py")
+    script = with_parameters(source.read_text(encoding="utf-8"), SUITE_PARAMETERS[name])
+    notebook_dir = tmp_path / "notebooks"
+    notebook_dir.mkdir()
+    environment = dict(
+        os.environ,
+        MPLBACKEND="Agg",
+        TF_CPP_MIN_LOG_LEVEL="2",
+        PYTHONPATH=os.pathsep.join(filter(None, [REPO, os.environ.get("PYTHONPATH")])),
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=notebook_dir,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=CELL_TIMEOUT_S,
+    )
+    assert result.returncode == 0, f"{name} failed:\n{result.stderr[-4000:]}"
+    written = sorted(
+        file.relative_to(tmp_path).as_posix()
+        for file in tmp_path.rglob("*")
+        if file.is_file()
+    )
+    assert any(path.startswith("runs/") for path in written), written
+
+
+def with_parameters(source, parameters):
+    """`source` (a notebook's percent-format source) with `parameters` run
+    right after its `parameters` cell, as papermill runs them."""
+    header = '# %% tags=["parameters"]\n'
+    start = source.index(header) + len(header)
+    end = source.index("\n# %%", start)
+    return source[:end] + "\n" + parameters + source[end:]

@@ -36,7 +36,9 @@ LEARNING_RATE = 1e-2  # peak learning rate (Adam)
 SEEDS = (0,)
 GRADIENT_LAYERS = 12  # depth of the stacks measured at initialisation
 GRADIENT_SEEDS = (0,)
-OUTPUT_DIR = "runs/pre_vs_post_ln"
+# ../runs from the notebook's folder: /workspace/runs in the container, which
+# its TensorBoard service watches.
+OUTPUT_DIR = "../runs/pre_vs_post_ln"
 
 # %%
 import os

@@ -31,8 +31,10 @@ D_MODEL = 32
 MAX_LEN = 16
 BATCH_SIZE = 64
 EVERY_N_STEPS = 8  # record every this many training steps
-# The container's TensorBoard service watches /workspace/runs.
-LOG_DIR = "runs/norm_monitoring"
+# JupyterLab runs a notebook in its own folder: in the container that is
+# /workspace/notebooks, and ../runs is /workspace/runs, the folder its
+# TensorBoard service watches (the host's runs/).
+LOG_DIR = "../runs/norm_monitoring"
 # True starts an embedded TensorBoard below. It stays False when the notebook is
 # executed headless (CI, papermill): the server would outlive the run with nobody
 # to look at it. Set it to True when you work in JupyterLab.
@@ -131,7 +133,8 @@ print("health problems found:", health.problems)
 # `/workspace/runs` on port 6006 (see `docker-compose.yml`); open it directly. Over
 # SSH, forward the port first: `ssh -L 6006:127.0.0.1:6006 user@host`.
 #
-# From a shell, the same: `tensorboard --logdir runs --port 6006`.
+# From a shell in the workspace (the repository's root on a host), the same:
+# `tensorboard --logdir runs --port 6006`.
 
 # %%
 # %load_ext tensorboard
