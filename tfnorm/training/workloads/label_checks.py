@@ -57,8 +57,10 @@ def check_batch(evaluate, batch, role, labels=None):
         ) from None
 
 
-def guarded_step(step_fn, log):
-    """`step_fn` that ends the run in one line on a label out of range."""
+def guarded_step(step_fn, log, step_counter):
+    """`step_fn` that ends the run in one line on a label out of range,
+    with `step_counter` (a variable) back at the last step done: the
+    counter may advance in the same compiled call as the failed step."""
 
     def step(number):
         try:
@@ -74,6 +76,7 @@ def guarded_step(step_fn, log):
                 "and loss. The step was not applied and the checkpoints before "
                 "it are kept: fix the labels and rerun to resume."
             )
+            step_counter.assign(number - 1)
             log.line(message)
             raise DataError(message) from None
 

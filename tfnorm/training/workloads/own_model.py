@@ -249,7 +249,7 @@ class OwnModelWorkload(Workload):
             step_fn = steps.array_step_fn(
                 setup, train_step, self.train, self.config.batch_size, self.config.seed
             )
-        return label_checks.guarded_step(step_fn, self.log)
+        return label_checks.guarded_step(step_fn, self.log, setup.step)
 
     def reset_window(self, setup):
         """The logs are running means since the last reset (as under `fit`)."""
