@@ -17,8 +17,6 @@ A dataset must yield batches: one of single examples (not batched, or
 from __future__ import annotations
 
 import hashlib
-import os
-import tempfile
 
 import numpy as np
 
@@ -93,15 +91,20 @@ class DatasetData:
         """`(iterator over the dataset repeated, whether TensorFlow can save
         its position)`: not when the dataset runs Python code
         (`Dataset.from_generator`, `py_function`), whose state it cannot see."""
-        iterator = iter(self.dataset.repeat())
-        with tempfile.TemporaryDirectory() as directory:
-            try:
-                tf.train.Checkpoint(iterator=iterator).write(
-                    os.path.join(directory, "probe")
-                )
-            except (tf.errors.FailedPreconditionError, tf.errors.UnimplementedError):
-                return iterator, False
-        return iterator, True
+        dataset = self.dataset.repeat()
+        policy = dataset.options().experimental_external_state_policy
+        if policy not in (None, tf.data.experimental.ExternalStatePolicy.FAIL):
+            return iter(dataset), True  # the user chose to save without it
+        try:
+            # What saving an iterator does first (a fresh iterator may save
+            # without it on TensorFlow 2.9), with no file written.
+            tf.raw_ops.DatasetToGraphV2(
+                input_dataset=dataset._variant_tensor,
+                external_state_policy=tf.data.experimental.ExternalStatePolicy.FAIL.value,
+            )
+        except (tf.errors.FailedPreconditionError, tf.errors.UnimplementedError):
+            return iter(dataset), False
+        return iter(dataset), True
 
     def first_batch(self):
         for batch in self.dataset.take(1):
