@@ -84,7 +84,8 @@ def load_function(key, spec):
             f"path/to/file.py, e.g. my_model:build_model. Received: {key}={spec!r}",
         )
     module_name = module_name.strip()
-    _refuse_shadowing(key, spec, _search_directory(module_name))
+    for directory in dict.fromkeys((os.getcwd(), _search_directory(module_name))):
+        _refuse_shadowing(key, spec, directory)
     module = _import(key, spec, module_name)
     _refuse_shadowing(key, spec, os.path.dirname(getattr(module, "__file__", "") or ""))
     function = getattr(module, function_name, None)
