@@ -164,3 +164,9 @@ def ambiguous_pairs_data():
 def two_input_train_and_validation():
     x, y = arrays()
     return ([x[:80], x[:80]], y[:80]), ([x[80:], x[80:]], y[80:])
+
+
+def empty_validation_data():
+    x, y = arrays()
+    train = tf.data.Dataset.from_tensor_slices((x, y)).batch(16)
+    return train, train.take(0)

@@ -141,3 +141,12 @@ def test_a_list_of_inputs_is_read_as_the_features_of_a_two_input_model(
     assert summary["data"]["train"].startswith(
         "80 " if "validation" in data_fn else "96 "
     )
+
+
+def test_an_empty_validation_dataset_is_not_mistaken_for_an_empty_training_one(
+    tmp_path,
+):
+    summary, _ = run(
+        tmp_path / "run", user_faults.dense_model, user_faults.empty_validation_data
+    )
+    assert summary["status"] == "completed"

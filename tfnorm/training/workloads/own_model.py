@@ -200,7 +200,8 @@ class OwnModelWorkload(Workload):
                 batch = tf.nest.map_structure(tf.convert_to_tensor, data.take(indices))
                 label_checks.check_batch(evaluate, batch, role, data.parts[1])
             elif isinstance(data, DatasetData):
-                label_checks.check_batch(evaluate, tuple(data.first_batch()), role)
+                for batch in data.dataset.take(1):  # none if it is empty
+                    label_checks.check_batch(evaluate, tuple(batch), role)
         model.reset_metrics()
 
     def _check_signature(self, model):
