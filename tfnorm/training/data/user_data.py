@@ -16,7 +16,10 @@ A dataset must yield batches: one of single examples (not batched, or
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import os
+import tempfile
 
 import numpy as np
 
@@ -95,21 +98,44 @@ class DatasetData:
         policy = dataset.options().experimental_external_state_policy
         if policy not in (None, tf.data.experimental.ExternalStatePolicy.FAIL):
             return iter(dataset), True  # the user chose to save without it
-        try:
-            # What saving an iterator does first (a fresh iterator may save
-            # without it on TensorFlow 2.9), with no file written.
-            tf.raw_ops.DatasetToGraphV2(
-                input_dataset=dataset._variant_tensor,
-                external_state_policy=tf.data.experimental.ExternalStatePolicy.FAIL.value,
-            )
-        except (tf.errors.FailedPreconditionError, tf.errors.UnimplementedError):
-            return iter(dataset), False
-        return iter(dataset), True
+        # A trial save of an iterator of its own, as small as a fresh one's
+        # where TensorFlow checks a fresh iterator's dataset, else after one
+        # batch (the size of a checkpoint's copy).
+        probe = iter(self.dataset)
+        if _fresh_iterators_save_anything():
+            next(probe, None)
+        return iter(dataset), _saves(probe)
 
     def first_batch(self):
         for batch in self.dataset.take(1):
             return batch
         raise DataError("data_fn's training dataset is empty.")
+
+
+def _saves(iterator):
+    """Whether TensorFlow can checkpoint `iterator` (written to a temporary
+    directory, removed at once)."""
+    with tempfile.TemporaryDirectory() as directory:
+        try:
+            tf.train.Checkpoint(iterator=iterator).write(
+                os.path.join(directory, "probe")
+            )
+        except (tf.errors.FailedPreconditionError, tf.errors.UnimplementedError):
+            return False
+    return True
+
+
+@functools.lru_cache(maxsize=None)
+def _fresh_iterators_save_anything():
+    """Whether this TensorFlow saves a fresh iterator without looking at
+    its dataset (2.9 does; a Python generator's then fails only later)."""
+
+    def numbers():
+        yield 0
+
+    spec = tf.TensorSpec((), tf.int32)
+    dataset = tf.data.Dataset.from_generator(numbers, output_signature=spec)
+    return _saves(iter(dataset))
 
 
 def split_user_data(result):
