@@ -203,6 +203,37 @@ def own(model_fn, data_fn, *extra):
     return arguments
 
 
+FAULTS_MODULE = os.path.join(REPO, "tests", "training", "user_faults.py")
+
+
+def faulty(model_fn, data_fn="array_data"):
+    """Flags naming functions of the tests' misbehaving user module."""
+
+    def arguments(tmp_path):
+        return [
+            "--logdir", str(tmp_path / "run"),
+            "--model-fn", f"{FAULTS_MODULE}:{model_fn}",
+            "--data-fn", f"{FAULTS_MODULE}:{data_fn}",
+        ]  # fmt: skip
+
+    return arguments
+
+
+def users_files(model_file, **files):
+    """`--model-fn MODEL_FILE:build` of a user's directory holding `files`."""
+
+    def arguments(tmp_path):
+        for name, text in files.items():
+            (tmp_path / name).write_text(text)
+        return [
+            "--logdir", str(tmp_path / "run"),
+            "--model-fn", f"{tmp_path / model_file}:build",
+            "--data-fn", f"{FAULTS_MODULE}:array_data",
+        ]  # fmt: skip
+
+    return arguments
+
+
 TINY = ["--num-layers", "1", "--d-model", "16", "--num-heads", "2", "--max-len", "8"]
 TINY += ["--num-examples", "64", "--steps-per-epoch", "1", "--no-export"]
 SECRET = "-----BEGIN OPENSSH PRIVATE KEY-----\nsecret\n"
@@ -239,6 +270,19 @@ OWN_MODEL_CASES = [
     ("model without data", own("compiled_model", None), r"--data-fn .* go together"),
     ("model and a task", own("compiled_model", "array_data", "--task", "sorted"), r"--task .* leave out task and data"),
     ("returns no model", own("no_model", "array_data"), r"--model-fn .* returned NoneType, not a Keras model"),
+    ("model_fn sys.exit(0)", faulty("exit_0_model"), r"--model-fn \(config key model_fn\): model_fn .*user_faults\.py:exit_0_model called sys\.exit\(0\) at .*user_faults\.py, line \d+"),
+    ("model_fn sys.exit(3)", faulty("exit_3_model"), r"--model-fn .*exit_3_model called sys\.exit\(3\) at .*user_faults\.py, line \d+"),
+    ("data_fn sys.exit(text)", faulty("dense_model", "exit_text_data"), r"--data-fn .*exit_text_data called sys\.exit\('no data here'\)"),
+    ("data_fn raise SystemExit", faulty("dense_model", "exit_none_data"), r"--data-fn .*exit_none_data called sys\.exit\(None\)"),
+    ("sys.exit at import", users_files("my_model.py", **{"my_model.py": "import sys\nsys.exit(3)\n"}), r"--model-fn .*importing .*my_model\.py for model_fn called sys\.exit\(3\) at .*my_model\.py, line 2"),
+    ("dataset not batched", faulty("dense_model", "unbatched_data"), r"data_fn's train dataset yields single examples, not batches \(element_spec \('float32\[4\]', 'int32\[\]'\)\): batch it in data_fn, e\.g\. dataset\.batch\(32\)"),
+    ("dataset unbatched", faulty("dense_model", "unbatched_again_data"), r"data_fn's train dataset yields single examples, not batches"),
+    ("validation not batched", faulty("dense_model", "unbatched_validation_data"), r"data_fn's validation dataset yields single examples"),
+    ("label 7 at example 70", faulty("dense_model", "late_bad_label_arrays"), r"data_fn's training labels hold 7 \(example 70\), outside the valid range \[0, 2\)"),
+    ("validation label -1", faulty("dense_model", "bad_validation_label_arrays"), r"data_fn's validation labels hold -1 \(example 10\), outside the valid range \[0, 2\)"),
+    ("pairs of pairs", faulty("dense_model", "ambiguous_pairs_data"), r"data_fn returned two pairs of equally long arrays .*\{'train': \.\.\., 'validation': \.\.\.\} for the first"),
+    ("tfnorm.py beside the module", users_files("my_model.py", **{"my_model.py": "def build():\n    pass\n", "tfnorm.py": ""}), r"--model-fn .*/tfnorm\.py shadows the tfnorm package.* Rename it"),
+    ("a model module named tfnorm.py", users_files("tfnorm.py", **{"tfnorm.py": "def build():\n    pass\n"}), r"--model-fn .*/tfnorm\.py shadows the tfnorm package"),
     ("uncompiled, no loss", own("subclassed_model", "array_data"), r"--loss .* not compiled"),
     ("data of the wrong shape", own("compiled_model", "wrong_shape_data"), r"data_fn's batches cannot be fed to model_fn's model"),
     ("labels outside the outputs", own("compiled_model", "labels_outside_outputs"), r"data_fn's labels do not fit model_fn's outputs"),

@@ -7,7 +7,8 @@ flags are generated from `TrainConfig`'s declarations (`cli.flags`, as for
 read by the same code as the file's, so both give the same one-line error.
 
 Exit statuses: 0 finished, 2 bad flag/config/data or a checkpoint directory
-in use by another run (nothing trained), 3 stopped on a NaN loss (last good
+in use by another run (nothing trained), or a label out of range met mid-run
+(the checkpoints before it kept), 3 stopped on a NaN loss (last good
 checkpoint kept), 74 failed writing an output such as a checkpoint on a full
 disk, or out of memory during a step (summary.json says why), 129 stopped by SIGHUP (the terminal or SSH
 session closed without nohup), 130 stopped by SIGINT and 143 stopped by SIGTERM
@@ -58,7 +59,8 @@ line of Python that loads it (summary.json: export). Rerunning the same command 
 from the last checkpoint.
 
 exit status: 0 finished; 2 bad flag, config or data, or the checkpoint
-directory is in use by another run (nothing trained); 3 stopped on a NaN loss
+directory is in use by another run (nothing trained), or a label out of range
+met mid-run (the checkpoints before it kept); 3 stopped on a NaN loss
 (the last good checkpoint is kept); 74 an output could not be written, e.g. a
 full disk, or memory ran out during a step (summary.json has the reason;
 rerun to resume); 129 stopped by SIGHUP (terminal or SSH session closed;

@@ -146,8 +146,8 @@ def _resolved(config, model_fn, data_fn):
     }
     if named:
         config = dataclasses.replace(config, **named)
-    # A config `tfnorm train` resolved is not checked again.
-    return config.resolve()
+    # A config `tfnorm train` resolved is not checked again (its paths kept).
+    return user_code.absolute_paths(config).resolve()
 
 
 def _workload(config, log, model_fn, data_fn):

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import REPO, run_python
-from tests.training import user_module
+from tests.training import user_faults, user_module
 from tfnorm import _keras
 from tfnorm._keras import tf
 from tfnorm.training.config.settings import ConfigError
@@ -193,6 +193,9 @@ def test_histograms_cover_norms_nested_in_subclassed_layers(tmp_path):
             "RuntimeError: the GPU is on fire",
         ),
         ("no_model", "array_data", ConfigError, "returned NoneType, not a Keras model"),
+        ("exit_3_model", "array_data", UserCodeError, r"called sys\.exit\(3\) at "),
+        ("dense_model", "unbatched_data", DataError, "yields single examples"),
+        ("dense_model", "late_bad_label_arrays", DataError, r"hold 7 \(example 70\)"),
         ("compiled_model", "wrong_shape_data", DataError, "cannot be fed"),
         ("compiled_model", "labels_outside_outputs", DataError, "do not fit"),
         ("compiled_model", "not_data", DataError, "data_fn must return"),
@@ -201,13 +204,11 @@ def test_histograms_cover_norms_nested_in_subclassed_layers(tmp_path):
 def test_broken_user_code_fails_before_anything_is_created(
     tmp_path, model_fn, data_fn, error_type, expected
 ):
+    def function(name):
+        return getattr(user_module, name, None) or getattr(user_faults, name)
+
     with pytest.raises(error_type, match=expected):
-        run(
-            tmp_path,
-            "run",
-            getattr(user_module, model_fn),
-            getattr(user_module, data_fn),
-        )
+        run(tmp_path, "run", function(model_fn), function(data_fn))
     assert not (tmp_path / "run").exists()
 
 
@@ -219,7 +220,7 @@ cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(
     cpu, [tf.config.LogicalDeviceConfiguration()] * 2
 )
-from tests.training import user_module
+from tests.training import user_faults, user_module
 from tfnorm.training.trainer import train
 
 out = io.StringIO()

@@ -82,3 +82,17 @@ def test_describe_names_a_callable_by_module_and_qualname():
     from tests.training import user_module
 
     assert describe(user_module.array_data) == "tests.training.user_module:array_data"
+
+
+def test_a_tfnorm_py_in_the_current_directory_is_refused_naming_it(
+    tmp_path, monkeypatch
+):
+    (tmp_path / "shadowed_model_module.py").write_text("def build():\n    return 3\n")
+    (tmp_path / "tfnorm.py").write_text("")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(
+        ConfigError, match="tfnorm.py shadows the tfnorm package"
+    ) as error:
+        load_function("model_fn", "shadowed_model_module:build")
+    assert error.value.key == "model_fn"
+    assert str(tmp_path / "tfnorm.py") in str(error.value)

@@ -15,6 +15,9 @@ Exact resume after `kill -9`: arrays are batched by the run in an order
 fixed by `--seed` (the checkpoint keeps the position); a dataset's iterator
 is saved in every checkpoint (so a shuffle buffer is saved too: keep it
 modest), and the dataset itself must be deterministic (seeded shuffles).
+A dataset that runs Python code (`Dataset.from_generator`) has a position
+TensorFlow cannot save: its checkpoints leave it out, a warning says so,
+and a resume starts its data over.
 The dropout generators' state is saved with the model.
 
 The training step is the model's own `train_step` (so a model that
@@ -23,6 +26,7 @@ overrides it trains as under `fit`); the logs are the model's metrics.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -42,9 +46,16 @@ from tfnorm.training.data.user_data import (
     split_user_data,
 )
 from tfnorm.training.rundir import export, run_identity
-from tfnorm.training.workloads import steps, user_code
+from tfnorm.training.workloads import label_checks, steps, user_code
 from tfnorm.training.workloads.base import Workload
 from tfnorm.training.workloads.build import assemble, prepare_runtime, run_optimizer
+
+UNSAVED_ITERATOR = (
+    "warning: data_fn's training dataset runs Python code "
+    "(Dataset.from_generator or py_function), whose position TensorFlow cannot "
+    "save: checkpoints leave it out, so a resume starts the data over from its "
+    "beginning and does not continue exactly"
+)
 
 #: Examples of a batch the norm probes (NaN guard, histograms) look at.
 PROBE_EXAMPLES = 64
@@ -92,8 +103,10 @@ class OwnModelWorkload(Workload):
             return self.train.batches
         raise ConfigError(
             "steps_per_epoch",
-            "data_fn's training dataset has no known length (it repeats or "
-            f"comes from a generator): give {setting_key('steps_per_epoch')}. "
+            "data_fn's training dataset has no known length (it repeats, or "
+            "tf.data cannot count it, as for Dataset.from_generator or after "
+            "filter()): give "
+            f"{setting_key('steps_per_epoch')}. "
             f"Received: steps_per_epoch={self.config.steps_per_epoch!r}",
         )
 
@@ -111,15 +124,22 @@ class OwnModelWorkload(Workload):
             if not _keras.is_compiled(model):
                 schedule = self._compile(model, total_steps)
             self._check_loss(model, strategy, probe)
+            self._check_labels(model, strategy)
             self._check_signature(model)
             optimizer = model.optimizer
             _keras.build_optimizer(optimizer, model.trainable_variables)
-            iterator = None
+            iterator = saved_iterator = None
             if isinstance(self.train, DatasetData):
                 # A plain iterator: TensorFlow can checkpoint it, not a
                 # distributed one; batches are split over replicas instead.
-                iterator = iter(self.train.dataset.repeat())
-            return assemble(strategy, policy, model, schedule, optimizer, iterator)
+                iterator, can_save = self.train.iterator()
+                saved_iterator = iterator if can_save else None
+                if not can_save:
+                    self.log.line(UNSAVED_ITERATOR)
+            setup = assemble(
+                strategy, policy, model, schedule, optimizer, saved_iterator
+            )
+            return dataclasses.replace(setup, data_iterator=iterator)
 
     def _call_model_fn(self):
         model = user_code.call("model_fn", self.model_spec, self.model_fn)
@@ -165,6 +185,25 @@ class OwnModelWorkload(Workload):
         )
         model.reset_metrics()
 
+    def _check_labels(self, model, strategy):
+        """Every NumPy label and a dataset's first batch, before step 0 (see
+        `label_checks`)."""
+
+        def evaluate(batch):
+            strategy.run(model.test_step, args=(batch,))
+
+        for data, role in ((self.train, "training"), (self.val, "validation")):
+            if isinstance(data, ArrayData):
+                indices = np.asarray(label_checks.extreme_examples(data.parts))
+                if not indices.size:
+                    continue
+                batch = tf.nest.map_structure(tf.convert_to_tensor, data.take(indices))
+                label_checks.check_batch(evaluate, batch, role, data.parts[1])
+            elif isinstance(data, DatasetData):
+                for batch in data.dataset.take(1):  # none if it is empty
+                    label_checks.check_batch(evaluate, tuple(batch), role)
+        model.reset_metrics()
+
     def _check_signature(self, model):
         self.signature = model_signature(model)
         self.weight_count = len(model.weights)
@@ -206,10 +245,12 @@ class OwnModelWorkload(Workload):
     def step_fn(self, setup):
         train_step = steps.make_model_train_step(setup.model, setup.strategy)
         if setup.data_iterator is not None:
-            return steps.dataset_step_fn(setup, train_step)
-        return steps.array_step_fn(
-            setup, train_step, self.train, self.config.batch_size, self.config.seed
-        )
+            step_fn = steps.dataset_step_fn(setup, train_step)
+        else:
+            step_fn = steps.array_step_fn(
+                setup, train_step, self.train, self.config.batch_size, self.config.seed
+            )
+        return label_checks.guarded_step(step_fn, self.log, setup.step)
 
     def reset_window(self, setup):
         """The logs are running means since the last reset (as under `fit`)."""
@@ -245,7 +286,7 @@ class OwnModelWorkload(Workload):
             model.reset_metrics()
             return {f"val_{name}": value for name, value in steps.scalar_logs(logs)}
 
-        return evaluate
+        return label_checks.guarded_evaluation(evaluate, self.log)
 
     def export(self, model, directory):
         """The saved model, checked by reloading it, or its weights with the

@@ -7,11 +7,15 @@ directory is searched first, as `python -m` does) or a `path/to/file.py`.
 The user's code is theirs to debug, so when it fails the error says which
 function failed and keeps the user's own traceback (`UserCodeError`), while
 a name that does not resolve is a plain setting error. Both are raised
-before the run creates anything on disk.
+before the run creates anything on disk. Code that ends the process
+(`sys.exit`) is reported as a failure of its function, never passed on as
+the run's exit status, whose values have meanings of their own. A module
+named `tfnorm` where the user's code would import it first is refused.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import importlib.util
 import os
@@ -37,6 +41,33 @@ def describe(function):
     return f"{module}:{name}"
 
 
+def absolute_paths(config):
+    """`config` with every path of an own-model run made absolute.
+
+    The user's code may change the working directory (`os.chdir` at import
+    or in `model_fn`/`data_fn`); the run's files, and a second module named
+    by path, stay where the command line meant them. A run without user
+    code gets `config` itself.
+    """
+    if config.model_fn is None:
+        return config
+    changed = {}
+    for key in ("logdir", "checkpoint_dir", "log_file"):
+        value = getattr(config, key)
+        if isinstance(value, str) and value and not os.path.isabs(value):
+            changed[key] = os.path.abspath(value)
+    for key in ("model_fn", "data_fn"):
+        value = getattr(config, key)
+        path, colon, function = str(value).rpartition(":")
+        if isinstance(value, str) and _is_path(path) and not os.path.isabs(path):
+            changed[key] = os.path.abspath(path) + colon + function
+    return dataclasses.replace(config, **changed) if changed else config
+
+
+def _is_path(module_name):
+    return module_name.endswith(".py") or os.sep in module_name or "/" in module_name
+
+
 def load_function(key, spec):
     """The function `spec` (`MODULE:FUNCTION` or `path/file.py:FUNCTION`) names.
 
@@ -52,7 +83,11 @@ def load_function(key, spec):
             f"{key} must be MODULE:FUNCTION, with MODULE a module name or a "
             f"path/to/file.py, e.g. my_model:build_model. Received: {key}={spec!r}",
         )
-    module = _import(key, spec, module_name.strip())
+    module_name = module_name.strip()
+    for directory in dict.fromkeys((os.getcwd(), _search_directory(module_name))):
+        _refuse_shadowing(key, spec, directory)
+    module = _import(key, spec, module_name)
+    _refuse_shadowing(key, spec, os.path.dirname(getattr(module, "__file__", "") or ""))
     function = getattr(module, function_name, None)
     if function is None:
         public = sorted(
@@ -78,6 +113,8 @@ def call(key, spec, function):
     """`function()`; what it raises becomes a `UserCodeError` naming `spec`."""
     try:
         return function()
+    except SystemExit as error:
+        raise UserCodeError(key, _exited(f"{key} {spec}", error), "") from None
     except Exception as error:  # the user's code: any failure is theirs to read
         raise UserCodeError(
             key,
@@ -88,7 +125,7 @@ def call(key, spec, function):
 
 
 def _import(key, spec, module_name):
-    is_path = module_name.endswith(".py") or os.sep in module_name or "/" in module_name
+    is_path = _is_path(module_name)
     try:
         if is_path:
             return _import_file(key, spec, module_name)
@@ -109,6 +146,9 @@ def _import(key, spec, module_name):
             raise
     except ConfigError:
         raise
+    except SystemExit as error:
+        what = f"importing {module_name} for {key}"
+        raise UserCodeError(key, _exited(what, error), "") from None
     except Exception as error:
         raise UserCodeError(
             key,
@@ -116,6 +156,54 @@ def _import(key, spec, module_name):
             f"{one_line(error, limit=500, with_type=False)} (its traceback follows)",
             _user_traceback(error),
         ) from error
+
+
+def _exited(what, error):
+    """One line for user code that raised `SystemExit`, with where it did."""
+    stdlib = os.path.dirname(os.path.abspath(os.__file__))
+    frames = [
+        frame
+        for frame in traceback.extract_tb(error.__traceback__)
+        if not os.path.abspath(frame.filename).startswith(stdlib)
+    ]
+    where = f" at {frames[-1].filename}, line {frames[-1].lineno}" if frames else ""
+    return (
+        f"{what} called sys.exit({error.code!r}){where}, ending the run before "
+        "it started: return a value, or raise an exception saying what is wrong"
+    )
+
+
+def _search_directory(module_name):
+    """The directory the user's module is searched in first."""
+    if _is_path(module_name):
+        return os.path.dirname(os.path.abspath(module_name))
+    return os.getcwd()
+
+
+def _refuse_shadowing(key, spec, directory):
+    """A `tfnorm.py` (or a `tfnorm` package other than this one) in
+    `directory` is what `import tfnorm` finds first there."""
+    if not directory:
+        return
+    package = os.path.dirname(
+        os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    )
+    for candidate in ("tfnorm.py", os.path.join("tfnorm", "__init__.py")):
+        path = os.path.join(directory, candidate)
+        if os.path.isfile(path) and not _same(os.path.dirname(path), package):
+            raise ConfigError(
+                key,
+                f"{path} shadows the tfnorm package: `import tfnorm` in the "
+                f"user's code (or a `python` started in {directory}) reads it "
+                f"instead. Rename it. Received: {key}={spec!r}",
+            )
+
+
+def _same(first, second):
+    try:
+        return os.path.samefile(first, second)
+    except OSError:
+        return False
 
 
 def _import_file(key, spec, path):
