@@ -87,6 +87,22 @@ def test_every_option_can_be_overridden():
     assert isinstance(block.ffn_norm, tfnorm.RMSNorm) and block.ffn_norm.epsilon == 1e-3
 
 
+@pytest.mark.parametrize("preset", ["llama", "gpt2"])
+@pytest.mark.parametrize("norm", ["dyt", tfnorm.DynamicTanh, "rms", "layer", "scale"])
+def test_every_norm_of_the_family_builds_with_a_preset(preset, norm):
+    # The preset's epsilon goes to norms with a row statistic only.
+    model = make_model(preset, norm=norm)
+    assert model(token_ids((1, 4))).shape == (1, 4, VOCAB)
+    block_norm = model.get_layer("block_0").attention_norm
+    without_epsilon = norm in ("dyt", tfnorm.DynamicTanh)
+    assert (getattr(block_norm, "epsilon", None) is None) == without_epsilon
+
+
+def test_an_epsilon_given_for_a_norm_without_one_is_refused():
+    with pytest.raises(ValueError, match="epsilon"):
+        make_model("llama", norm="dyt", epsilon=1e-6)
+
+
 @pytest.mark.parametrize("norm_position", NORM_POSITIONS)
 @pytest.mark.parametrize("preset", ["llama", "gpt2"])
 def test_changing_a_later_token_changes_no_earlier_logit(preset, norm_position):

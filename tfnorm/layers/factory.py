@@ -79,6 +79,19 @@ def norm_from_spec(spec, argument, **overrides):
     raise _unknown(spec, argument)
 
 
+def norm_takes_epsilon(spec):
+    """Whether the norm `spec` names divides by a row statistic and so takes
+    an `epsilon` (an unknown spec answers True and fails where it is built)."""
+    if isinstance(spec, str):
+        found = norm_by_name(spec)
+        cls = found[0] if found else None
+    elif isinstance(spec, Layer):
+        cls = type(spec)
+    else:
+        cls = spec if isinstance(spec, type) else None
+    return getattr(cls, "has_row_statistic", True)
+
+
 def _unknown(spec, argument):
     return ValueError(
         f"Unknown norm {spec!r}. Choose one of: {_choices()}. "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tfnorm._checks import check_choice, check_positive_int, check_rate
 from tfnorm._keras import keras
-from tfnorm.layers.factory import norm_from_spec
+from tfnorm.layers.factory import norm_from_spec, norm_takes_epsilon
 from tfnorm.models.decoder_block import TransformerDecoderBlock
 from tfnorm.models.decoder_layers import PositionEmbedding, TokenEmbedding
 from tfnorm.models.decoder_model import DecoderModel
@@ -109,6 +109,10 @@ def _resolve_options(preset, overrides):
             f"{sorted(known)}. Received: {unknown[0]}={overrides[unknown[0]]!r}"
         )
     options = {**known, **overrides}
+    if "epsilon" not in overrides and not norm_takes_epsilon(options["norm"]):
+        # The preset's epsilon belongs to the preset's norm: a norm without a
+        # row statistic (DyT) takes none.
+        options["epsilon"] = None
     options["norm_position"] = validate_norm_position(options["norm_position"])
     check_choice(
         "position_embedding", options["position_embedding"], POSITION_EMBEDDINGS
