@@ -80,6 +80,8 @@ CONFIG_CASES = [
     ("max_len 1", flags("--max-len", "1"), r"--max-len .*\[2, .*max_len=1"),
     ("nan lr", flags("--learning-rate", "nan"), r"--learning-rate .*finite"),
     ("inf clipnorm", flags("--clipnorm", "inf"), r"--clipnorm .*clipnorm=inf"),
+    ("clipnorm past float32", flags("--clipnorm", "4e38"), r"--clipnorm .*in \(0, 3\.40282e\+38\]\. Received: clipnorm=4e\+38"),
+    ("learning rate past float32", flags("--learning-rate", "1e300"), r"--learning-rate .*in \(0, 3\.40282e\+38\]"),
     ("dropout 1", flags("--dropout", "1"), r"--dropout-rate .*\[0, 1\)"),
     ("huge width", flags("--d-model", "1073741824"), r"--d-model .*about 2.8e\+19 weights"),
     ("int overflow", flags("--epochs", "99999999999"), r"--epochs .*2147483647"),
