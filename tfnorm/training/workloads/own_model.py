@@ -61,6 +61,7 @@ class OwnModelWorkload(Workload):
         self.data_fn = data_fn or user_code.load_function("data_fn", config.data_fn)
         self.saved = None
         self.data_sha256 = self.signature = self.weight_count = None
+        self.weights = self.compiled_by_user = self.last_nonfinite = None
 
     @property
     def source(self):
@@ -108,7 +109,8 @@ class OwnModelWorkload(Workload):
             model = self._call_model_fn()
             _run(model, probe, "data_fn's batches cannot be fed to model_fn's model")
             schedule = None
-            if not _keras.is_compiled(model):
+            self.compiled_by_user = _keras.is_compiled(model)
+            if not self.compiled_by_user:
                 schedule = self._compile(model, total_steps)
             self._check_loss(model, strategy, probe)
             self._check_signature(model)
@@ -166,6 +168,7 @@ class OwnModelWorkload(Workload):
         model.reset_metrics()
 
     def _check_signature(self, model):
+        self.weights = weight_entries(model)
         self.signature = model_signature(model)
         self.weight_count = len(model.weights)
         saved = (self.saved or {}).get(run_identity.IDENTITY_KEY) or {}
@@ -174,8 +177,8 @@ class OwnModelWorkload(Workload):
             raise ConfigError(
                 "model_fn",
                 f"the model model_fn {self.model_spec} builds now has other "
-                f"weights ({len(model.weights)} now, {saved.get('model_weights')} "
-                f"then, or other shapes) than the one the checkpoints in "
+                f"weights ({weight_difference(self.weights, saved)}) than the "
+                "one the checkpoints in "
                 f"{self.config.checkpoint_dir} were made with; nothing was "
                 "restored. Restore the code, or start over with another "
                 f"{setting_key('checkpoint_dir')}. Received: model_fn={self.model_spec!r}",
@@ -198,6 +201,7 @@ class OwnModelWorkload(Workload):
             "data_sha256": self.data_sha256,
             "model_signature": self.signature,
             "model_weights": self.weight_count,
+            "model_weight_shapes": self.weights,
         }
 
     def write_files(self, paths):
@@ -205,10 +209,39 @@ class OwnModelWorkload(Workload):
 
     def step_fn(self, setup):
         train_step = steps.make_model_train_step(setup.model, setup.strategy)
+
+        def on_nonfinite(mask):
+            self.last_nonfinite = mask
+
         if setup.data_iterator is not None:
-            return steps.dataset_step_fn(setup, train_step)
+            return steps.dataset_step_fn(setup, train_step, on_nonfinite)
+        config = self.config
         return steps.array_step_fn(
-            setup, train_step, self.train, self.config.batch_size, self.config.seed
+            setup, train_step, self.train, config.batch_size, config.seed, on_nonfinite
+        )
+
+    def explain_nan(self, step, norm_report):
+        """The batch's own NaN/Inf when it has some, else what applies to
+        the user's model (never tfnorm's classifier settings)."""
+        parts = steps.nonfinite_parts(self.last_nonfinite)
+        if parts:
+            return (
+                f"The training batch of step {step} holds NaN or Inf in its "
+                f"{' and '.join(parts)}: the data is at fault, not the learning "
+                f"rate. {norm_report}Check what data_fn {self.data_spec} "
+                "returns (np.isfinite) and drop or fix those examples."
+            )
+        if self.compiled_by_user:
+            tuning = (
+                f"Try a lower learning rate or clipnorm in the optimizer model_fn "
+                f"{self.model_spec} compiles with (the run's optimizer settings "
+                "do not apply to a compiled model)"
+            )
+        else:
+            tuning = "Try a lower learning_rate, a warmup_steps warm-up or clipnorm"
+        return (
+            f"{norm_report}{tuning}; or look in the model for what can overflow: "
+            "a norm's epsilon, a division, log or exp, float16 layers."
         )
 
     def reset_window(self, setup):
@@ -254,10 +287,10 @@ class OwnModelWorkload(Workload):
         return export.export_model(model, directory, self.probe_batch, rebuild)
 
 
-def model_signature(model):
-    """A digest of the model's weights (order, shapes, dtypes, names without
-    Keras's per-process `_N` suffixes): changes when the model's code does."""
-    entries = [
+def weight_entries(model):
+    """`[name, shape, dtype]` of each weight, in order; names without Keras's
+    per-process `_N` suffixes."""
+    return [
         [
             re.sub(r"_\d+(?=/|$)", "", _keras.variable_path(w)),
             list(w.shape),
@@ -265,7 +298,35 @@ def model_signature(model):
         ]
         for w in model.weights
     ]
-    return hashlib.sha256(json.dumps(entries).encode()).hexdigest()
+
+
+def model_signature(model):
+    """A digest of the model's weights (order, shapes, dtypes, names without
+    Keras's per-process `_N` suffixes): changes when the model's code does."""
+    return hashlib.sha256(json.dumps(weight_entries(model)).encode()).hexdigest()
+
+
+def weight_difference(now, identity):
+    """The first weight that differs between `now` (`weight_entries`) and the
+    run identity's record, in words."""
+    then = identity.get("model_weight_shapes")
+    if not isinstance(then, list):  # recorded by an earlier release
+        return f"{len(now)} now, {identity.get('model_weights')} then, or other shapes"
+
+    def shape(entry):
+        return f"shape {tuple(entry[1])} {entry[2]}"
+
+    for index, (new, old) in enumerate(zip(now, then)):
+        if new[0] == old[0] and new != old:
+            return f"{new[0]}: {shape(new)} now, {shape(old)} then"
+        if new != old:
+            return (
+                f"weight {index} is {new[0]} ({shape(new)}) now, {old[0]} "
+                f"({shape(old)}) then"
+            )
+    extra, count = (now, "now") if len(now) > len(then) else (then, "then")
+    entry = extra[min(len(now), len(then))]
+    return f"{len(now)} now, {len(then)} then: {entry[0]} ({shape(entry)}) only {count}"
 
 
 def _run(model, probe, what, call=None):
