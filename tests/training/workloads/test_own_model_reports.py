@@ -14,6 +14,7 @@ import sys
 
 import pytest
 
+from tfnorm._keras import tf
 from tfnorm.training.config.settings import ConfigError
 from tfnorm.training.trainer import train
 
@@ -58,11 +59,11 @@ def write_module(tmp_path, name, width=8, learning_rate=0.01, features=SEEDED):
     return str(path)
 
 
-def run(tmp_path, module, model="build", **settings):
+def run(tmp_path, module, model="build", data_fn=None, **settings):
     config = {
         "logdir": str(tmp_path / "run"),
         "model_fn": f"{module}:{model}",
-        "data_fn": f"{module}:data",
+        "data_fn": data_fn or f"{module}:data",
         "batch_size": 8,
         "checkpoint_every": 2,
         "histogram_every": 0,
@@ -130,3 +131,53 @@ def test_a_refused_resume_says_what_differs(tmp_path, first, second, key, expect
     assert error.key == key
     assert re.search(expected, str(error)), str(error)
     assert "--data" not in str(error) and "vocabulary" not in str(error)
+
+
+SHUFFLED = """
+import numpy as np
+import tensorflow as tf
+
+
+def data():
+    {before}
+    x = np.ones((32, 4), "float32")
+    pairs = tf.data.Dataset.from_tensor_slices((x, np.zeros(32, "int32")))
+    return pairs{pipeline}.batch(8)
+"""
+
+UNSEEDED_WARNING = "warning: data_fn's training dataset shuffles without a seed"
+
+# (name, code before the pipeline, the pipeline, whether the warning is due)
+SHUFFLE_CASES = [
+    ("unseeded shuffle", "", ".shuffle(32)", True),
+    ("unseeded shuffle under a map", "", ".shuffle(32).map(lambda x, y: (x, y))", True),
+    ("unseeded shuffle repeated", "", ".shuffle(32).repeat(2).take(32)", True),
+    ("seeded shuffle", "", ".shuffle(32, seed=1)", False),
+    ("seed 0", "", ".shuffle(32, seed=0)", False),
+    ("global seed", "tf.random.set_seed(5)", ".shuffle(32)", False),
+    ("no shuffle", "", "", False),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "before, pipeline, warned",
+    [pytest.param(*row[1:], id=row[0]) for row in SHUFFLE_CASES],
+)
+def test_an_unseeded_shuffle_is_warned_about_in_one_line_at_start(
+    tmp_path, before, pipeline, warned
+):
+    model = write_module(tmp_path, "shuffled_model")
+    (tmp_path / "shuffled_data.py").write_text(
+        SHUFFLED.format(before=before, pipeline=pipeline)
+    )
+    sys.modules.pop("shuffled_data", None)
+    # As in a fresh `tfnorm train` process: an earlier run's global seed
+    # would seed this shuffle.
+    tf.random.set_seed(None)
+    data_fn = f"{tmp_path / 'shuffled_data.py'}:data"
+    summary, out = run(tmp_path, model, data_fn=data_fn)
+    assert summary["status"] == "completed"
+    lines = [line for line in out.splitlines() if UNSEEDED_WARNING in line]
+    assert len(lines) == (1 if warned else 0), out
+    if warned:
+        assert out.index(UNSEEDED_WARNING) < out.index("starting from step 0")

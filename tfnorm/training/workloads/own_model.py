@@ -14,7 +14,8 @@ with `"train"` and `"validation"`; each part is a `tf.data.Dataset` of
 Exact resume after `kill -9`: arrays are batched by the run in an order
 fixed by `--seed` (the checkpoint keeps the position); a dataset's iterator
 is saved in every checkpoint (so a shuffle buffer is saved too: keep it
-modest), and the dataset itself must be deterministic (seeded shuffles).
+modest), and the dataset itself must be deterministic (seeded shuffles: a
+shuffle without a seed is warned about at start, see `data.shuffles`).
 The dropout generators' state is saved with the model.
 
 The training step is the model's own `train_step` (so a model that
@@ -35,6 +36,7 @@ from tfnorm._errors import one_line, setting_key
 from tfnorm._keras import keras, tf
 from tfnorm.training.config.settings import ConfigError
 from tfnorm.training.data import DataError
+from tfnorm.training.data.shuffles import unseeded_shuffles
 from tfnorm.training.data.user_data import (
     ArrayData,
     DatasetData,
@@ -73,6 +75,12 @@ class OwnModelWorkload(Workload):
         self.train, self.val = split_user_data(result)
         if isinstance(self.train, ArrayData):
             self.data_sha256 = self.train.sha256()
+        elif unseeded_shuffles(self.train.dataset):
+            self.log.line(
+                "warning: data_fn's training dataset shuffles without a seed, so "
+                "a resumed run trains on other batches than an uninterrupted one "
+                "would; give each shuffle a seed (shuffle(n, seed=1))"
+            )
         if has_checkpoint:
             self.saved = saved
             run_identity.check_same_run(self.config, saved, self.data_sha256, self.log)
