@@ -322,7 +322,9 @@ def weight_difference(now, identity):
         return f"{len(now)} now, {identity.get('model_weights')} then, or other shapes"
 
     def shape(entry):
-        return f"shape {tuple(entry[1])} {entry[2]}"
+        # Keras 2 records dtypes as "<dtype: 'float32'>".
+        dtype = re.sub(r"<dtype: '(\w+)'>", r"\1", str(entry[2]))
+        return f"shape {tuple(entry[1])} {dtype}"
 
     for index, (new, old) in enumerate(zip(now, then)):
         if new[0] == old[0] and new != old:
