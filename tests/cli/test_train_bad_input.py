@@ -321,11 +321,15 @@ def log_file_is_code(which):
         model = write(tmp_path, OWN_CODE, "own_model.py")
         data = write(tmp_path, OWN_CODE, "own_data.py")
         config = write(tmp_path, f"logdir: {tmp_path / 'run'}\n")
-        log = {"config": config, "model_fn": model, "data_fn": data}[which]
+        log = {"config": config, "model_fn": model, "data_fn": data}.get(which)
         if which == "data_fn":  # spelled as another name of the same file
             log = tmp_path / "hard.log"
             if not log.exists():
                 os.link(data, log)
+        if which == "link":
+            log = tmp_path / "linked.log"
+            if not log.is_symlink():
+                log.symlink_to(tmp_path / "secret")
         return [
             *["--config", str(config), "--log-file", str(log), "--no-export"],
             *["--model-fn", f"{model}:build", "--data-fn", f"{data}:data"],
@@ -357,6 +361,7 @@ LOG_IS_DATA_CASES = [
     ("log file is the config", log_file_is_code("config"), r"--log-file .*the same file as the config file \(--config\)"),
     ("log file is the model module", log_file_is_code("model_fn"), r"--log-file .*the same file as model_fn \(--model-fn\); .* your code"),
     ("log file is the data module", log_file_is_code("data_fn"), r"--log-file .*the same file as data_fn \(--data-fn\)"),
+    ("own model's log file symlink", log_file_is_code("link"), r"--log-file .*linked\.log is a symbolic link"),
 ]  # fmt: skip
 
 
