@@ -20,6 +20,9 @@ from tfnorm.choices import PRECISION_ALIASES, PRECISION_MODES
 
 #: Largest seed: NumPy's `RandomState` and Keras's seeding take 32-bit seeds.
 MAX_SEED = 2**32 - 1
+#: The largest finite float32: a learning rate or clipping norm above it is
+#: inf once the optimizer casts it, and the weights turn NaN.
+FLOAT32_MAX = 3.4028234663852886e38
 
 
 def is_int(value):
@@ -62,6 +65,8 @@ def check_number(name, value, minimum=None, maximum=None, *, above=None, below=N
         )
         if minimum is not None and below is not None:
             bounds = f" in [{_number(minimum)}, {_number(below)})"
+        if above is not None and maximum is not None:
+            bounds = f" in ({_number(above)}, {_number(maximum)}]"
         raise ValueError(
             f"`{name}` must be a finite number{bounds}. Received: {name}={value!r}"
         )

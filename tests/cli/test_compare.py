@@ -110,6 +110,16 @@ def test_every_setting_has_a_flag_and_help_names_the_texts_source():
         ("--task", "poetry", "--task: `task` must be one of 'reverse', 'mlm'"),
         ("--warmup-steps", "100", "--warmup-steps: `warmup_steps` must be at most 30%"),
         ("--learning-rate", "-1", "--learning-rate: `learning_rate`"),
+        (
+            "--learning-rate",
+            "1e300",
+            "`learning_rate` must be a finite number in (0, 3.40282e+38]",
+        ),
+        (
+            "--epsilon",
+            "1e300",
+            "--epsilon: `epsilon` must be a number in about [1.18e-38, 3.4e+38]",
+        ),
         ("--depths", "0", "--depths: `depths` must be an integer in [1, 64]"),
     ],
 )

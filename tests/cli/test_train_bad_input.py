@@ -80,6 +80,8 @@ CONFIG_CASES = [
     ("max_len 1", flags("--max-len", "1"), r"--max-len .*\[2, .*max_len=1"),
     ("nan lr", flags("--learning-rate", "nan"), r"--learning-rate .*finite"),
     ("inf clipnorm", flags("--clipnorm", "inf"), r"--clipnorm .*clipnorm=inf"),
+    ("clipnorm past float32", flags("--clipnorm", "4e38"), r"--clipnorm .*in \(0, 3\.40282e\+38\]\. Received: clipnorm=4e\+38"),
+    ("learning rate past float32", flags("--learning-rate", "1e300"), r"--learning-rate .*in \(0, 3\.40282e\+38\]"),
     ("dropout 1", flags("--dropout", "1"), r"--dropout-rate .*\[0, 1\)"),
     ("huge width", flags("--d-model", "1073741824"), r"--d-model .*about 2.8e\+19 weights"),
     ("int overflow", flags("--epochs", "99999999999"), r"--epochs .*2147483647"),
@@ -340,6 +342,46 @@ def log_file_is(how):
 
 TEXTS = "text,label\nthe cat,0\na dog,1\n"
 
+OWN_CODE = """
+import numpy as np
+import tensorflow as tf
+
+
+def build():
+    model = tf.keras.Sequential([tf.keras.Input((4,)), tf.keras.layers.Dense(2)])
+    model.compile(optimizer="sgd", loss="sparse_categorical_crossentropy")
+    return model
+
+
+def data():
+    return np.ones((8, 4), "float32"), np.zeros(8, "int32")
+"""
+
+
+def log_file_is_code(which):
+    """A run whose --log-file is its --config file or its own code's module."""
+
+    def arguments(tmp_path):
+        model = write(tmp_path, OWN_CODE, "own_model.py")
+        data = write(tmp_path, OWN_CODE, "own_data.py")
+        config = write(tmp_path, f"logdir: {tmp_path / 'run'}\n")
+        log = {"config": config, "model_fn": model, "data_fn": data}.get(which)
+        if which == "data_fn":  # spelled as another name of the same file
+            log = tmp_path / "hard.log"
+            if not log.exists():
+                os.link(data, log)
+        if which == "link":
+            log = tmp_path / "linked.log"
+            if not log.is_symlink():
+                log.symlink_to(tmp_path / "secret")
+        return [
+            *["--config", str(config), "--log-file", str(log), "--no-export"],
+            *["--model-fn", f"{model}:build", "--data-fn", f"{data}:data"],
+        ]
+
+    return arguments
+
+
 # Files a run writes, planted as links: exit 2 naming the path, the target untouched.
 LINK_CASES = [
     ("lock symlink", linked("checkpoints/tfnorm.lock"), r"--checkpoint-dir .*checkpoints/tfnorm\.lock is a symbolic link"),
@@ -360,7 +402,30 @@ LOG_IS_DATA_CASES = [
     ("log file is ./data", log_file_is("dot spelling"), r"--log-file .*the same file as data \(--data\)"),
     ("log file is a hard link of data", log_file_is("a hard link"), r"--log-file .*the same file as data \(--data\)"),
     ("log file is val data", log_file_is("val data"), r"--log-file .*the same file as val_data \(--val-data\)"),
+    ("log file is the config", log_file_is_code("config"), r"--log-file .*the same file as the config file \(--config\)"),
+    ("log file is the model module", log_file_is_code("model_fn"), r"--log-file .*the same file as model_fn \(--model-fn\); .* your code"),
+    ("log file is the data module", log_file_is_code("data_fn"), r"--log-file .*the same file as data_fn \(--data-fn\)"),
+    ("own model's log file symlink", log_file_is_code("link"), r"--log-file .*linked\.log is a symbolic link"),
 ]  # fmt: skip
+
+
+def test_a_log_file_that_is_the_module_named_by_name_is_refused(
+    tmp_path, capsys, monkeypatch
+):
+    write(tmp_path, OWN_CODE, "own_code_by_name.py")
+    monkeypatch.chdir(tmp_path)
+    before = snapshot(tmp_path)
+    status, error = run_train(
+        tmp_path,
+        capsys,
+        lambda t: [
+            *["--model-fn", "own_code_by_name:build", "--no-export"],
+            *["--data-fn", "own_code_by_name:data", "--logdir", str(t / "run")],
+            *["--log-file", "./own_code_by_name.py"],
+        ],
+    )
+    assert_one_line_error(status, error, r"--log-file .*same file as model_fn")
+    assert snapshot(tmp_path) == before
 
 
 def snapshot(tmp_path):

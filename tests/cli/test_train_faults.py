@@ -440,3 +440,71 @@ def test_kill_9_during_the_export_leaves_no_temporary_file_after_the_rerun(tmp_p
     summary = json.loads(read(logdir / "summary.json"))
     assert names == [os.path.basename(summary["model_path"])], (left, names)
     assert summary["export"]["kind"] == "model"
+
+
+KILLING_MODULE = """
+import os
+import signal
+
+import numpy as np
+import tensorflow as tf
+
+
+def _kill_at(step):
+    if int(step) == int(os.environ.get("KILL_AT_STEP", -1)):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+class KilledAtAStep(tf.keras.Model):
+    # kill -9 of the process inside the step KILL_AT_STEP names, after the
+    # previous steps' events and the last checkpoint were written.
+    def train_step(self, data):
+        logs = super().train_step(data)
+        tf.py_function(_kill_at, [tf.identity(self.optimizer.iterations)], [])
+        return logs
+
+
+def build():
+    inputs = tf.keras.Input((4,))
+    hidden = tf.keras.layers.LayerNormalization()(tf.keras.layers.Dense(8)(inputs))
+    model = KilledAtAStep(inputs, tf.keras.layers.Dense(2)(hidden))
+    model.compile(optimizer="sgd", loss="sparse_categorical_crossentropy")
+    return model
+
+
+def data():
+    x = np.random.RandomState(0).normal(size=(64, 4)).astype("float32")
+    return x, (np.arange(64) % 2).astype("int32")
+"""
+
+
+def event_steps(directory):
+    """`(tag, step)` of every summary in the event files of `directory`."""
+    found = []
+    for path in sorted(directory.glob("events.out.tfevents.*")):
+        for event in tf.compat.v1.train.summary_iterator(str(path)):
+            found += [(value.tag, event.step) for value in event.summary.value]
+    return found
+
+
+def test_a_resume_after_kill_9_leaves_each_step_once_in_tensorboard(tmp_path):
+    module = tmp_path / "killed_at_a_step.py"
+    module.write_text(KILLING_MODULE)
+    logdir = tmp_path / "run"
+    flags = ["--model-fn", f"{module}:build", "--data-fn", f"{module}:data"]
+    flags += ["--batch-size", "8", "--checkpoint-every", "3", "--log-every", "1"]
+    flags += ["--histogram-every", "2", "--no-export"]
+    killed = subprocess.run(
+        command(logdir, *flags, model_flags=[]),
+        capture_output=True, text=True, cwd=REPO, timeout=600,
+        env=dict(environment(), KILL_AT_STEP="5"),
+    )  # fmt: skip
+    assert killed.returncode == -9, killed.stderr[-2000:]
+    assert latest_checkpoint_step(logdir / "checkpoints") == 3
+    assert ("loss", 4) in event_steps(logdir / "train")  # replayed below
+    assert main(command(logdir, *flags, model_flags=[])[3:]) == 0  # in-process
+    scalars = event_steps(logdir / "train")
+    assert sorted(step for tag, step in scalars if tag == "loss") == list(range(1, 9))
+    histograms = event_steps(logdir / "norms")
+    assert histograms and len(set(histograms)) == len(histograms)
+    assert len(set(scalars)) == len(scalars)

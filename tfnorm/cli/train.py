@@ -27,6 +27,7 @@ import os
 import sys
 
 from tfnorm.cli.flags import add_setting_flags, describe, fail
+from tfnorm.training.config.checks import same_file
 from tfnorm.training.config.config_file import load_config_file
 from tfnorm.training.config.settings import ConfigError
 from tfnorm.training.config.train_config import TrainConfig
@@ -112,6 +113,16 @@ def merge_settings(args):
     return settings
 
 
+def _check_log_is_not_config(log_file, config_path):
+    if log_file and config_path and same_file(log_file, config_path):
+        raise ConfigError(
+            "log_file",
+            "log_file is the same file as the config file (--config); progress "
+            "lines would be appended to the settings. Received: "
+            f"log_file={log_file!r}, config={config_path!r}",
+        )
+
+
 def _fail(message):
     return fail("train", message)
 
@@ -123,6 +134,7 @@ def _describe_config_error(error):
 def run(args):
     try:
         config = TrainConfig.from_dict(merge_settings(args)).resolve()
+        _check_log_is_not_config(config.log_file, getattr(args, "config", None))
     except ConfigError as error:
         return _fail(_describe_config_error(error))
     if getattr(args, "print_config", False):

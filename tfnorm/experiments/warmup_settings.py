@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from tfnorm._checks import MAX_SEED
+from tfnorm._checks import FLOAT32_MAX, MAX_SEED
 from tfnorm._errors import setting_key
 from tfnorm.choices import (
     COMPARE_TASKS,
@@ -173,7 +173,10 @@ class CompareConfig(DeclaredSettings):
     batch_size: int = setting(32, TRAINING, "batch size", POSITIVE)
     steps: int = setting(300, TRAINING, "training steps per run", POSITIVE)
     learning_rate: float = setting(
-        1e-2, TRAINING, "peak learning rate (Adam)", number(above=0.0)
+        1e-2,
+        TRAINING,
+        "peak learning rate (Adam)",
+        number(maximum=FLOAT32_MAX, above=0.0),
     )
     warmup_steps: int | None = setting(
         None,
@@ -254,6 +257,8 @@ class CompareConfig(DeclaredSettings):
                 f"`norm` {values['norm']!r} divides by no statistic, so it takes "
                 f"no `epsilon`. Received: epsilon={values['epsilon']!r}",
             )
+        if takes_epsilon:
+            _check_epsilon(values["norm"], values["epsilon"])
         if values["warmup_steps"] is None:
             values["warmup_steps"] = max(
                 1, int(DEFAULT_WARMUP_FRACTION * values["steps"])
@@ -277,3 +282,14 @@ class CompareConfig(DeclaredSettings):
 
 #: The default of every setting, by name (what `--help` shows).
 DEFAULTS = {field.name: field.default for field in dataclasses.fields(CompareConfig)}
+
+
+def _check_epsilon(norm, epsilon):
+    """The norm's own range for `epsilon` (float32 statistics), checked by
+    building the norm now rather than when the first variant's model is."""
+    from tfnorm.layers.factory import norm_from_spec
+
+    try:
+        norm_from_spec(norm, "norm", epsilon=epsilon)
+    except ValueError as error:
+        raise ConfigError("epsilon", str(error)) from None

@@ -294,7 +294,8 @@ class _Run:
 
     def _nan_guard(self, model, cadence, probe_batch, last_checkpoint):
         def diagnose(step):
-            return actions.first_broken_norm(model, probe_batch, step)
+            norms = actions.first_broken_norm(model, probe_batch, step)
+            return self.workload.explain_nan(step, norms)
 
         return actions.NanGuard(
             model, cadence, self.log, last_checkpoint, diagnose=diagnose

@@ -4,8 +4,8 @@ Each setting reads and checks its own value (`tfnorm.training.config.settings`);
 these are the rules no single value decides: exactly one data
 source, a validation split only of a file, the synthetic tasks' needs, a
 model and a step that fit in memory, a norm spec with its epsilon, and a log
-file that is neither a link nor a data file. Each failure is a `ConfigError`
-naming the key to change.
+file that is neither a link, nor a data file, nor the user's module. Each
+failure is a `ConfigError` naming the key to change.
 
 Like the rest of `config`, this module must not import TensorFlow at import time.
 """
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 
 from tfnorm._checks import check_heads
 from tfnorm._errors import setting_key
@@ -116,11 +117,11 @@ def check_combinations(values):
         raise ConfigError("d_model", str(error)) from None
     if task is not None:
         _check_task(values)
+    _check_log_file(values)
     if values["model_fn"] is not None:
         return  # the user's model: tfnorm's model settings do not apply
     _check_model_size(values)
     _check_norm(values["norm"], values["epsilon"], values)
-    _check_log_file(values)
 
 
 def _check_log_file(values):
@@ -134,20 +135,50 @@ def _check_log_file(values):
             f"{path} is a symbolic link; progress lines are appended only to a "
             f"plain file, never through a link. Received: log_file={path!r}",
         )
-    for key in ("data", "val_data"):
+    for key in ("data", "val_data", "model_fn", "data_fn"):
         other = values[key]
-        try:
-            same = other is not None and os.path.samefile(path, other)
-        except OSError:  # the log file does not exist yet
-            same = False
-        if same:
-            flag = "--" + key.replace("_", "-")
+        if key in ("model_fn", "data_fn"):
+            other = module_file(other)
+        if same_file(path, other):
+            what = "the data" if key in ("data", "val_data") else "your code"
             raise ConfigError(
                 "log_file",
-                f"log_file is the same file as {key} ({flag}); progress lines "
-                f"would be appended to the data. Received: log_file={path!r}, "
-                f"{key}={other!r}",
+                f"log_file is the same file as {setting_key(key)}; progress "
+                f"lines would be appended to {what}. Received: log_file={path!r}, "
+                f"{key}={values[key]!r}",
             )
+
+
+def same_file(path, other):
+    """Whether `other` names the existing file `path` (however spelled or linked)."""
+    try:
+        return other is not None and os.path.samefile(path, other)
+    except OSError:  # one of them does not exist (yet)
+        return False
+
+
+def module_file(spec):
+    """The file of `MODULE:FUNCTION`'s module, found without importing it
+    (None when it is not found, e.g. a module only a notebook defines)."""
+    import importlib.machinery
+
+    module, sep, _ = str(spec).rpartition(":")
+    if not sep:
+        return None
+    if module.endswith(".py") or "/" in module or os.sep in module:
+        return module
+    search = [os.getcwd(), *sys.path]
+    found = None
+    try:
+        for depth, _part in enumerate(module.split(".")):
+            name = ".".join(module.split(".")[: depth + 1])
+            found = importlib.machinery.PathFinder.find_spec(name, search)
+            if found is None:
+                return None
+            search = found.submodule_search_locations or []
+    except (ImportError, ValueError):
+        return None
+    return found.origin if found.has_location else None
 
 
 def _check_task(values):

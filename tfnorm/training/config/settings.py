@@ -139,14 +139,14 @@ def integer(minimum, maximum=INT32_MAX):
     return read
 
 
-def number(minimum=None, *, above=None, below=None):
+def number(minimum=None, maximum=None, *, above=None, below=None):
     def read(key, value):
         if isinstance(value, str):
             try:
                 value = float(value)
             except ValueError:
                 pass
-        return check_number(key, value, minimum, above=above, below=below)
+        return check_number(key, value, minimum, maximum, above=above, below=below)
 
     return read
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from tfnorm._checks import MAX_SEED
+from tfnorm._checks import FLOAT32_MAX, MAX_SEED
 from tfnorm._errors import setting_key
 from tfnorm.choices import (
     DECAYS,
@@ -209,7 +209,7 @@ class TrainConfig(DeclaredSettings):
         1e-3,
         OPTIMISATION,
         "peak learning rate",
-        number(above=0.0),
+        number(maximum=FLOAT32_MAX, above=0.0),
         resume=LOGGED,
         scope=ANY_MODEL,
     )
@@ -235,7 +235,7 @@ class TrainConfig(DeclaredSettings):
     )  # fmt: skip
     clipnorm: float | None = setting(
         1.0, OPTIMISATION, "global gradient-norm clipping, 'none' or 0 to disable",
-        number(above=0.0), optional=True, off=("off", "false", "0", 0, False), resume=LOGGED, scope=ANY_MODEL,
+        number(maximum=FLOAT32_MAX, above=0.0), optional=True, off=("off", "false", "0", 0, False), resume=LOGGED, scope=ANY_MODEL,
     )  # fmt: skip
     epochs: int = setting(
         1,

@@ -62,6 +62,8 @@ class NanGuard(Action):
     """
 
     def __init__(self, model, cadence, log, last_checkpoint, diagnose=None):
+        """`diagnose(step)` says what follows where the run stopped: what is
+        known of the cause, and what to try."""
         self.model = model
         self.cadence = cadence
         self.log = log
@@ -97,8 +99,6 @@ class NanGuard(Action):
             f"{what} at step {step}; stopped without saving, so the last good "
             f"checkpoint stays {self.last_checkpoint() or 'none (none saved yet)'}. "
             f"{self.diagnose(step) if self.diagnose else ''}"
-            "Try a lower learning_rate, a warmup_steps warm-up, clipnorm, "
-            "or norm_position pre."
         )
         self.log.line(f"NaN: {report}")
         return report

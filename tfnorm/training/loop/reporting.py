@@ -2,7 +2,9 @@
 
 Progress lines go to the run's log (and the terminal bar); the training and
 validation scalars and the norm histograms go to TensorBoard under the
-logdir, which a non-chief worker does not have (`logdir=None`).
+logdir, which a non-chief worker does not have (`logdir=None`). Each
+action first drops its directory's events of the steps a resumed run
+replays (`rundir.events`), so TensorBoard shows each step once.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import time
 
 from tfnorm._keras import tf
 from tfnorm.training.loop.driver import Action
+from tfnorm.training.rundir import events
 
 
 class Progress(Action):
@@ -48,7 +51,7 @@ class Progress(Action):
         self._rate_start, self._rate_examples = None, 0
 
     def on_start(self, step):
-        self.writer = _scalar_writer(self.logdir, "train")
+        self.writer = _scalar_writer(self.logdir, "train", step)
 
     def on_step_end(self, step, logs):
         if self.reset is None:
@@ -116,7 +119,7 @@ class Evaluation(Action):
         self.writer = None
 
     def on_start(self, step):
-        self.writer = _scalar_writer(self.logdir, "validation")
+        self.writer = _scalar_writer(self.logdir, "validation", step)
 
     def on_step_end(self, step, logs):
         if self.cadence.epoch_end(step):
@@ -159,6 +162,9 @@ class NormHistograms(Action):
         return cls(callback, every_n_steps, cadence)
 
     def on_start(self, step):
+        events.purge_from(
+            getattr(self.callback, "log_dir", None), first_rewritten(step)
+        )
         self.callback.begin_at(step)
         if step == 0:
             self.callback.log(0)
@@ -171,12 +177,20 @@ class NormHistograms(Action):
         self.callback.on_train_end()
 
 
-def _scalar_writer(logdir, name):
+def _scalar_writer(logdir, name, start):
     """A TensorBoard writer for `logdir/name`, or None without a logdir
-    (a non-chief worker)."""
+    (a non-chief worker); the directory's events of the steps the run will
+    write again (resuming from `start`) are dropped first."""
     if logdir is None:
         return None
+    events.purge_from(os.path.join(logdir, name), first_rewritten(start))
     return tf.summary.create_file_writer(os.path.join(logdir, name))
+
+
+def first_rewritten(start):
+    """The first step a run resumed from `start` writes events for: the one
+    after it, or step 0 (the initial histograms) on a fresh start."""
+    return start + 1 if start else 0
 
 
 def _write_scalars(writer, values, step):

@@ -110,6 +110,17 @@ def check_same_run(config, saved, data_sha256, log=None):
             f"{setting_key('checkpoint_dir')} or the original settings. Received: "
             f"checkpoint_dir={config.checkpoint_dir!r}",
         )
+    if data_sha256 and saved_sha and saved_sha != data_sha256 and config.model_fn:
+        raise ConfigError(
+            "data_fn",
+            f"data_fn {config.data_fn} returned other arrays than the ones the "
+            f"checkpoints in {config.checkpoint_dir} were trained on (SHA-256 "
+            f"{saved_sha[:12]}... then, {data_sha256[:12]}... now): if it draws "
+            "or shuffles them at random, give it a fixed seed "
+            "(np.random.default_rng(0)); resuming would go on with other data. "
+            f"Or start a new run with another {setting_key('checkpoint_dir')}. "
+            f"Received: data_fn={config.data_fn!r}",
+        )
     if data_sha256 and saved_sha and saved_sha != data_sha256:
         raise ConfigError(
             "data",

@@ -77,6 +77,14 @@ class Workload(abc.ABC):
         called after each progress line; None when the logs are per step."""
         return None
 
+    def explain_nan(self, step, norm_report):
+        """What the NaN guard says after where the run stopped at `step`:
+        `norm_report` (the first norm layer hit, or "") and what to try."""
+        return (
+            f"{norm_report}Try a lower learning_rate, a warmup_steps warm-up, "
+            "clipnorm, or norm_position pre."
+        )
+
     @abc.abstractmethod
     def evaluate_fn(self, setup):
         """A callable returning validation metrics (a dict), or None when

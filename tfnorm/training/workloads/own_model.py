@@ -14,7 +14,8 @@ with `"train"` and `"validation"`; each part is a `tf.data.Dataset` of
 Exact resume after `kill -9`: arrays are batched by the run in an order
 fixed by `--seed` (the checkpoint keeps the position); a dataset's iterator
 is saved in every checkpoint (so a shuffle buffer is saved too: keep it
-modest), and the dataset itself must be deterministic (seeded shuffles).
+modest), and the dataset itself must be deterministic (seeded shuffles: a
+shuffle without a seed is warned about at start, see `data.shuffles`).
 A dataset that runs Python code (`Dataset.from_generator`) has a position
 TensorFlow cannot save: its checkpoints leave it out, a warning says so,
 and a resume starts its data over.
@@ -39,6 +40,7 @@ from tfnorm._errors import one_line, setting_key
 from tfnorm._keras import keras, tf
 from tfnorm.training.config.settings import ConfigError
 from tfnorm.training.data import DataError
+from tfnorm.training.data.shuffles import unseeded_shuffles
 from tfnorm.training.data.user_data import (
     ArrayData,
     DatasetData,
@@ -72,6 +74,7 @@ class OwnModelWorkload(Workload):
         self.data_fn = data_fn or user_code.load_function("data_fn", config.data_fn)
         self.saved = None
         self.data_sha256 = self.signature = self.weight_count = None
+        self.weights = self.compiled_by_user = self.last_nonfinite = None
 
     @property
     def source(self):
@@ -83,6 +86,12 @@ class OwnModelWorkload(Workload):
         self.train, self.val = split_user_data(result)
         if isinstance(self.train, ArrayData):
             self.data_sha256 = self.train.sha256()
+        elif unseeded_shuffles(self.train.dataset):
+            self.log.line(
+                "warning: data_fn's training dataset shuffles without a seed, so "
+                "a resumed run trains on other batches than an uninterrupted one "
+                "would; give each shuffle a seed (shuffle(n, seed=1))"
+            )
         if has_checkpoint:
             self.saved = saved
             run_identity.check_same_run(self.config, saved, self.data_sha256, self.log)
@@ -121,7 +130,8 @@ class OwnModelWorkload(Workload):
             model = self._call_model_fn()
             _run(model, probe, "data_fn's batches cannot be fed to model_fn's model")
             schedule = None
-            if not _keras.is_compiled(model):
+            self.compiled_by_user = _keras.is_compiled(model)
+            if not self.compiled_by_user:
                 schedule = self._compile(model, total_steps)
             self._check_loss(model, strategy, probe)
             self._check_labels(model, strategy)
@@ -205,6 +215,7 @@ class OwnModelWorkload(Workload):
         model.reset_metrics()
 
     def _check_signature(self, model):
+        self.weights = weight_entries(model)
         self.signature = model_signature(model)
         self.weight_count = len(model.weights)
         saved = (self.saved or {}).get(run_identity.IDENTITY_KEY) or {}
@@ -213,8 +224,8 @@ class OwnModelWorkload(Workload):
             raise ConfigError(
                 "model_fn",
                 f"the model model_fn {self.model_spec} builds now has other "
-                f"weights ({len(model.weights)} now, {saved.get('model_weights')} "
-                f"then, or other shapes) than the one the checkpoints in "
+                f"weights ({weight_difference(self.weights, saved)}) than the "
+                "one the checkpoints in "
                 f"{self.config.checkpoint_dir} were made with; nothing was "
                 "restored. Restore the code, or start over with another "
                 f"{setting_key('checkpoint_dir')}. Received: model_fn={self.model_spec!r}",
@@ -237,6 +248,7 @@ class OwnModelWorkload(Workload):
             "data_sha256": self.data_sha256,
             "model_signature": self.signature,
             "model_weights": self.weight_count,
+            "model_weight_shapes": self.weights,
         }
 
     def write_files(self, paths):
@@ -244,13 +256,47 @@ class OwnModelWorkload(Workload):
 
     def step_fn(self, setup):
         train_step = steps.make_model_train_step(setup.model, setup.strategy)
+
+        def on_nonfinite(mask):
+            self.last_nonfinite = mask
+
         if setup.data_iterator is not None:
-            step_fn = steps.dataset_step_fn(setup, train_step)
+            step_fn = steps.dataset_step_fn(setup, train_step, on_nonfinite)
         else:
+            config = self.config
             step_fn = steps.array_step_fn(
-                setup, train_step, self.train, self.config.batch_size, self.config.seed
+                setup,
+                train_step,
+                self.train,
+                config.batch_size,
+                config.seed,
+                on_nonfinite,
             )
         return label_checks.guarded_step(step_fn, self.log, setup.step)
+
+    def explain_nan(self, step, norm_report):
+        """The batch's own NaN/Inf when it has some, else what applies to
+        the user's model (never tfnorm's classifier settings)."""
+        parts = steps.nonfinite_parts(self.last_nonfinite)
+        if parts:
+            return (
+                f"The training batch of step {step} holds NaN or Inf in its "
+                f"{' and '.join(parts)}: the data is at fault, not the learning "
+                f"rate. {norm_report}Check what data_fn {self.data_spec} "
+                "returns (np.isfinite) and drop or fix those examples."
+            )
+        if self.compiled_by_user:
+            tuning = (
+                f"Try a lower learning rate or clipnorm in the optimizer model_fn "
+                f"{self.model_spec} compiles with (the run's optimizer settings "
+                "do not apply to a compiled model)"
+            )
+        else:
+            tuning = "Try a lower learning_rate, a warmup_steps warm-up or clipnorm"
+        return (
+            f"{norm_report}{tuning}; or look in the model for what can overflow: "
+            "a norm's epsilon, a division, log or exp, float16 layers."
+        )
 
     def reset_window(self, setup):
         """The logs are running means since the last reset (as under `fit`)."""
@@ -295,10 +341,10 @@ class OwnModelWorkload(Workload):
         return export.export_model(model, directory, self.probe_batch, rebuild)
 
 
-def model_signature(model):
-    """A digest of the model's weights (order, shapes, dtypes, names without
-    Keras's per-process `_N` suffixes): changes when the model's code does."""
-    entries = [
+def weight_entries(model):
+    """`[name, shape, dtype]` of each weight, in order; names without Keras's
+    per-process `_N` suffixes."""
+    return [
         [
             re.sub(r"_\d+(?=/|$)", "", _keras.variable_path(w)),
             list(w.shape),
@@ -306,7 +352,37 @@ def model_signature(model):
         ]
         for w in model.weights
     ]
-    return hashlib.sha256(json.dumps(entries).encode()).hexdigest()
+
+
+def model_signature(model):
+    """A digest of the model's weights (order, shapes, dtypes, names without
+    Keras's per-process `_N` suffixes): changes when the model's code does."""
+    return hashlib.sha256(json.dumps(weight_entries(model)).encode()).hexdigest()
+
+
+def weight_difference(now, identity):
+    """The first weight that differs between `now` (`weight_entries`) and the
+    run identity's record, in words."""
+    then = identity.get("model_weight_shapes")
+    if not isinstance(then, list):  # recorded by an earlier release
+        return f"{len(now)} now, {identity.get('model_weights')} then, or other shapes"
+
+    def shape(entry):
+        # Keras 2 records dtypes as "<dtype: 'float32'>".
+        dtype = re.sub(r"<dtype: '(\w+)'>", r"\1", str(entry[2]))
+        return f"shape {tuple(entry[1])} {dtype}"
+
+    for index, (new, old) in enumerate(zip(now, then)):
+        if new[0] == old[0] and new != old:
+            return f"{new[0]}: {shape(new)} now, {shape(old)} then"
+        if new != old:
+            return (
+                f"weight {index} is {new[0]} ({shape(new)}) now, {old[0]} "
+                f"({shape(old)}) then"
+            )
+    extra, count = (now, "now") if len(now) > len(then) else (then, "then")
+    entry = extra[min(len(now), len(then))]
+    return f"{len(now)} now, {len(then)} then: {entry[0]} ({shape(entry)}) only {count}"
 
 
 def _run(model, probe, what, call=None):

@@ -194,25 +194,63 @@ def _permutation(seed, pass_index, size):
 # ------------------------------------------------------- the user's model
 
 
-def make_model_train_step(model, strategy):
-    """A compiled step: batch (or iterator) -> the model's metrics, as `fit` runs them."""
+#: The parts of a batch `(x, y, sample_weight)`, as `nonfinite_parts_mask` counts them.
+BATCH_PARTS = ("x", "y", "sample_weight")
 
-    def replica_step(data):
+
+def make_model_train_step(model, strategy):
+    """A compiled step: batch (or iterator) -> `(logs, nonfinite)`: the
+    model's metrics, as `fit` runs them, and `nonfinite_parts_mask` of the
+    batch (summed over the replicas' shares), so a NaN loss can be traced to
+    the data."""
+
+    def train_step(data):
         return model.train_step(data)
 
     if _keras.model_jit_compile(model):
-        replica_step = tf.function(replica_step, jit_compile=True)
+        train_step = tf.function(train_step, jit_compile=True)
+
+    def replica_step(data):
+        return train_step(data), nonfinite_parts_mask(data)
+
+    def gathered(outputs):
+        logs, nonfinite = outputs
+        nonfinite = strategy.reduce(tf.distribute.ReduceOp.SUM, nonfinite, axis=None)
+        return _first_replica(strategy, logs), nonfinite
 
     @tf.function
     def on_batch(data):
-        return _first_replica(strategy, strategy.run(replica_step, args=(data,)))
+        return gathered(strategy.run(replica_step, args=(data,)))
 
     @tf.function
     def on_iterator(iterator):
-        outputs = strategy.run(replica_step, args=(next(iterator),))
-        return _first_replica(strategy, outputs)
+        return gathered(strategy.run(replica_step, args=(next(iterator),)))
 
     return on_batch, on_iterator
+
+
+def nonfinite_parts_mask(data):
+    """1 or 0 per part of the batch `(x, y[, sample_weight])`: whether any of
+    its floating-point values is NaN or Inf (integer parts never are)."""
+    parts = data if isinstance(data, (tuple, list)) else (data,)
+    flags = []
+    for part in parts:
+        checks = [
+            tf.reduce_all(tf.math.is_finite(tensor))
+            for tensor in tf.nest.flatten(part)
+            if tensor.dtype.is_floating
+        ]
+        flags.append(tf.reduce_all(checks) if checks else tf.constant(True))
+    return tf.cast(tf.logical_not(tf.stack(flags)), tf.int32)
+
+
+def nonfinite_parts(mask):
+    """The names of the batch parts `nonfinite_parts_mask` marked (its sum
+    over the replicas)."""
+    if mask is None:
+        return []
+    flags = np.asarray(mask).reshape(-1)
+    return [name for name, flag in zip(BATCH_PARTS, flags) if flag]
 
 
 def make_model_test_step(model, strategy):
@@ -251,7 +289,10 @@ def counting(setup, compiled_step, batch_size=0):
     return counted
 
 
-def array_step_fn(setup, train_step, data, batch_size, seed):
+def array_step_fn(setup, train_step, data, batch_size, seed, on_nonfinite):
+    """The user's model's step on arrays, in the seeded order; `on_nonfinite`
+    receives each batch's `nonfinite_parts_mask` (a tensor, read only when
+    needed)."""
     on_batch = counting(setup, train_step[0], batch_size)
     stream = index_batches(
         len(data), batch_size, seed, int(setup.examples_seen.numpy())
@@ -259,12 +300,15 @@ def array_step_fn(setup, train_step, data, batch_size, seed):
 
     def step_fn(step):
         batch = data.take(next(stream))
-        return dict(scalar_logs(on_batch(to_replicas(setup.strategy, *batch))))
+        logs, nonfinite = on_batch(to_replicas(setup.strategy, *batch))
+        on_nonfinite(nonfinite)
+        return dict(scalar_logs(logs))
 
     return step_fn
 
 
-def dataset_step_fn(setup, train_step):
+def dataset_step_fn(setup, train_step, on_nonfinite):
+    """The user's model's step on its dataset's iterator (see `array_step_fn`)."""
     on_batch, on_iterator = (counting(setup, part) for part in train_step)
     iterator, strategy = setup.data_iterator, setup.strategy
     # One replica reads its batch inside the compiled step, as `fit` does.
@@ -272,9 +316,10 @@ def dataset_step_fn(setup, train_step):
 
     def step_fn(step):
         if in_graph:
-            logs = on_iterator(iterator)
+            logs, nonfinite = on_iterator(iterator)
         else:
-            logs = on_batch(to_replicas(strategy, *next(iterator)))
+            logs, nonfinite = on_batch(to_replicas(strategy, *next(iterator)))
+        on_nonfinite(nonfinite)
         return dict(scalar_logs(logs))
 
     return step_fn
