@@ -22,8 +22,8 @@ from tfnorm._keras import tf
 from tfnorm.training.config.settings import ConfigError
 from tfnorm.training.data import DataError
 from tfnorm.training.trainer import train
-from tfnorm.training.workloads.own_model import model_signature
 from tfnorm.training.workloads.user_code import UserCodeError
+from tfnorm.training.workloads.weight_records import model_signature
 
 MODULE = os.path.join(os.path.dirname(os.path.dirname(__file__)), "user_module.py")
 SETTINGS = {

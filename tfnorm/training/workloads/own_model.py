@@ -28,10 +28,7 @@ overrides it trains as under `fit`); the logs are the model's metrics.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 import math
-import re
 
 import numpy as np
 
@@ -51,6 +48,11 @@ from tfnorm.training.rundir import export, run_identity
 from tfnorm.training.workloads import label_checks, steps, user_code
 from tfnorm.training.workloads.base import Workload
 from tfnorm.training.workloads.build import assemble, prepare_runtime, run_optimizer
+from tfnorm.training.workloads.weight_records import (
+    model_signature,
+    weight_difference,
+    weight_entries,
+)
 
 UNSAVED_ITERATOR = (
     "warning: data_fn's training dataset runs Python code "
@@ -339,50 +341,6 @@ class OwnModelWorkload(Workload):
         line that rebuilds it with `model_fn` (see `export.export_model`)."""
         rebuild = export.own_model_rebuild(self.model_spec, self.probe_batch)
         return export.export_model(model, directory, self.probe_batch, rebuild)
-
-
-def weight_entries(model):
-    """`[name, shape, dtype]` of each weight, in order; names without Keras's
-    per-process `_N` suffixes."""
-    return [
-        [
-            re.sub(r"_\d+(?=/|$)", "", _keras.variable_path(w)),
-            list(w.shape),
-            str(w.dtype),
-        ]
-        for w in model.weights
-    ]
-
-
-def model_signature(model):
-    """A digest of the model's weights (order, shapes, dtypes, names without
-    Keras's per-process `_N` suffixes): changes when the model's code does."""
-    return hashlib.sha256(json.dumps(weight_entries(model)).encode()).hexdigest()
-
-
-def weight_difference(now, identity):
-    """The first weight that differs between `now` (`weight_entries`) and the
-    run identity's record, in words."""
-    then = identity.get("model_weight_shapes")
-    if not isinstance(then, list):  # recorded by an earlier release
-        return f"{len(now)} now, {identity.get('model_weights')} then, or other shapes"
-
-    def shape(entry):
-        # Keras 2 records dtypes as "<dtype: 'float32'>".
-        dtype = re.sub(r"<dtype: '(\w+)'>", r"\1", str(entry[2]))
-        return f"shape {tuple(entry[1])} {dtype}"
-
-    for index, (new, old) in enumerate(zip(now, then)):
-        if new[0] == old[0] and new != old:
-            return f"{new[0]}: {shape(new)} now, {shape(old)} then"
-        if new != old:
-            return (
-                f"weight {index} is {new[0]} ({shape(new)}) now, {old[0]} "
-                f"({shape(old)}) then"
-            )
-    extra, count = (now, "now") if len(now) > len(then) else (then, "then")
-    entry = extra[min(len(now), len(then))]
-    return f"{len(now)} now, {len(then)} then: {entry[0]} ({shape(entry)}) only {count}"
 
 
 def _run(model, probe, what, call=None):
