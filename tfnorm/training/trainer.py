@@ -57,6 +57,7 @@ from tfnorm._errors import (
     one_line,
     output_reason,
 )
+from tfnorm.choices import LANGUAGE_MODEL_TASK
 from tfnorm.training.config.settings import ConfigError
 from tfnorm.training.config.train_config import TrainConfig
 from tfnorm.training.loop import actions, reporting, signals
@@ -151,6 +152,10 @@ def _resolved(config, model_fn, data_fn):
 
 
 def _workload(config, log, model_fn, data_fn):
+    if config.task == LANGUAGE_MODEL_TASK:
+        from tfnorm.training.workloads.language_model import LanguageModelWorkload
+
+        return LanguageModelWorkload(config, log)
     if config.model_fn is None:
         return ClassifierWorkload(config, log)
     from tfnorm.training.workloads.own_model import OwnModelWorkload
