@@ -159,7 +159,7 @@ def _from_checkpoint(run_dir, recipe):
     try:
         model = build_decoder(**recipe["build_decoder"])
         status = tf.train.Checkpoint(model=model).restore(latest)
-        status.expect_partial().assert_existing_objects_matched()
+        status.expect_partial().assert_nontrivial_match()
     except Exception as error:  # whatever a damaged checkpoint makes TF raise
         raise PredictionError(
             f"{latest}: the model cannot be restored from it "
