@@ -71,6 +71,7 @@ class TextGenerator:
         top_k=None,
         top_p=None,
         seed=None,
+        jit_compile=False,
     ):
         """`prompt` (a str) followed by the text sampled after it.
 
@@ -78,7 +79,10 @@ class TextGenerator:
         bytes are sampled from the softmax at that temperature, among the
         `top_k` likeliest, or the smallest set reaching `top_p`, or all.
         `max_new_tokens` None fills the context. The same `seed` gives the
-        same text. Sampling stops at the end-of-text token.
+        same text (in the same runtime and with the same `jit_compile`).
+        Sampling stops at the end-of-text token. XLA is off by default: for
+        a context of a few hundred bytes, compiling the loop takes seconds
+        longer than running it.
 
         Raises:
             ValueError: an empty prompt, a prompt that leaves no room in the
@@ -111,6 +115,7 @@ class TextGenerator:
             max_new_tokens,
             seed=seed,
             stop_token_ids=[byte_text.END_OF_TEXT],
+            jit_compile=jit_compile,
             **options,
         )
         return prompt + byte_text.decode(row[len(ids) :])

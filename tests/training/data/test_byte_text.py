@@ -88,7 +88,7 @@ def test_the_split_holds_out_the_end_of_the_text_by_position(tmp_path):
             b"good\nline\xff two",
             r"a\.txt, byte 9 \(line 2\): not UTF-8 text .*b'\\xff'",
         ),
-        (b"abc", r"a\.txt: the training text is 4 tokens .* max_len \+ 1 = 9"),
+        (b"abc", r"a\.txt: the training text is 4 tokens .* window of 9 tokens"),
     ],
     ids=["empty", "only-a-bom", "not-utf8", "shorter-than-a-context"],
 )

@@ -179,9 +179,10 @@ def read_corpus(data, max_len, val_split=0.0):
     if not len(train):
         raise DataError(
             f"{source}: the training text is {len(train.tokens)} tokens (bytes, "
-            f"with one end-of-text token a file), shorter than one context of "
-            f"{setting_key('max_len')} + 1 = {max_len + 1}; give more text or a "
-            f"smaller {setting_key('max_len')}. Received: max_len={max_len}"
+            f"with one end-of-text token a file), shorter than one window of "
+            f"{max_len + 1} tokens (a context of {setting_key('max_len', max_len)} "
+            f"and the token after it); give more text or a smaller "
+            f"{setting_key('max_len')}. Received: max_len={max_len}"
         )
     if val is not None and val.tail is None and not len(val):
         raise DataError(
