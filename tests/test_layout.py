@@ -150,6 +150,7 @@ def test_the_checks_see_a_circle_and_a_long_module():
     graph, _ = _import_graph()
     assert "tfnorm.training.workloads.selection" in graph["tfnorm.training.trainer"]
     # Imports inside functions count too.
-    assert "tfnorm.training.workloads.classifier" in (
-        graph["tfnorm.training.workloads.selection"]
+    assert (
+        "tfnorm.training.workloads.classifier"
+        in (graph["tfnorm.training.workloads.selection"])
     )

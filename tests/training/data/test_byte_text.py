@@ -116,3 +116,21 @@ def test_a_validation_share_too_small_to_predict_is_refused(tmp_path):
     path = write(tmp_path / "a.txt", "x" * 30)
     with pytest.raises(DataError, match=r"\(val_split 0\.02\) is 1 token, too short"):
         read_corpus(path, max_len=4, val_split=0.02)
+
+
+def test_the_unigram_baseline_is_the_cross_entropy_of_training_frequencies(tmp_path):
+    text = "aab" * 30 + "ab"
+    corpus = read_corpus(write(tmp_path / "a.txt", text), max_len=4, val_split=0.1)
+    train = corpus.train.tokens.tolist()
+    counts = {t: train.count(t) + 1 for t in range(VOCAB_SIZE)}
+    total = sum(counts.values())
+    # The first held-out token is never a target: the windows predict the rest.
+    held_out = corpus.val.tokens.tolist()[1:]
+    expected = -sum(np.log2(counts[t] / total) for t in held_out) / len(held_out)
+    assert corpus.report["val_unigram_bits_per_byte"] == pytest.approx(expected)
+    assert (
+        read_corpus(write(tmp_path / "b.txt", text), max_len=4).report[
+            "val_unigram_bits_per_byte"
+        ]
+        is None
+    )

@@ -138,6 +138,15 @@ class TokenWindows:
         return rest if len(rest) >= 2 else None
 
 
+def unigram_bits_per_byte(train_tokens, held_out_tokens):
+    """Bits per token of `held_out_tokens` under the training tokens' own
+    frequencies (each count plus one): the baseline a language model that
+    ignores context reaches."""
+    counts = np.bincount(train_tokens, minlength=VOCAB_SIZE) + 1.0
+    log2_p = np.log2(counts / counts.sum())
+    return float(-log2_p[held_out_tokens].mean())
+
+
 @dataclasses.dataclass
 class Corpus:
     """The training and validation windows of a text corpus.
@@ -192,6 +201,9 @@ def read_corpus(data, max_len, val_split=0.0):
         )
     sha256 = hashlib.sha256("".join(digests).encode()).hexdigest()
     report = {
+        "val_unigram_bits_per_byte": (
+            unigram_bits_per_byte(train.tokens, val.tokens[1:]) if val else None
+        ),
         "files": list(files),
         "tokenizer": "bytes",
         "train_tokens": int(len(train.tokens)),

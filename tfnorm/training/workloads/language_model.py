@@ -85,6 +85,7 @@ class LanguageModelWorkload(Workload):
             f"language model on {report['train_tokens']} training and "
             f"{report['val_tokens']} validation byte tokens (the last "
             f"{report['val_split']:.0%} of the text)"
+            + _baseline(report["val_unigram_bits_per_byte"])
         )
         self.data_summary = {
             "source": self.source,
@@ -180,6 +181,12 @@ class LanguageModelWorkload(Workload):
         )
         rebuild = f"import tfnorm; model = tfnorm.build_decoder({arguments})"
         return export.export_model(model, directory, self.probe_batch, rebuild)
+
+
+def _baseline(bits):
+    if bits is None:
+        return ""
+    return f"; a unigram model of the training bytes: {bits:.3f} bits per byte"
 
 
 def make_eval_step(model):
