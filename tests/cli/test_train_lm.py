@@ -111,3 +111,14 @@ def test_kill_9_of_a_language_model_run_resumes_to_the_same_weights(tmp_path):
     table = kill_9_trials(tmp_path, 2, model_flags=flags)
     assert table["survived"] == table["tried"] == 2
     assert table["data_lost"] == 0 and table["during_write"] >= 1
+
+
+@pytest.mark.slow
+def test_a_multi_worker_language_model_run_has_the_chief_write_everything(tmp_path):
+    from tests.cli.test_train import (
+        test_multi_worker_run_of_two_processes_has_the_chief_write_everything as run,
+    )
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(corpus_text(), encoding="utf-8")
+    run(tmp_path, ["--task", "lm", "--data", str(corpus), *MODEL_FLAGS])

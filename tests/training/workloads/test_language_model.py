@@ -189,3 +189,14 @@ def test_mirrored_over_two_cpus_follows_the_one_device_trajectory(tmp_path, corp
         np.testing.assert_allclose(
             actual[name], expected[name], rtol=1e-4, atol=1e-4, err_msg=name
         )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["float16", "bfloat16"])
+def test_mixed_precision_runs_train_to_finite_losses(tmp_path, corpus, mode):
+    summary, out = run(
+        lm(tmp_path, mode, corpus, epochs=1, steps_per_epoch=4, mixed_precision=mode)
+    )
+    assert f"policy mixed_{mode}" in out and summary["status"] == "completed"
+    assert all(math.isfinite(v) for v in logged_losses(out))
+    assert math.isfinite(summary["metrics"]["val_bits_per_byte"])
