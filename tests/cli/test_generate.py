@@ -84,12 +84,23 @@ def test_a_run_still_training_samples_from_its_newest_checkpoint(
     _, from_export, _ = generate([run_dir, *argv], capsys)
     running = tmp_path / "running"
     shutil.copytree(run_dir, running)
-    os.remove(running / "model.keras")
+    remove_export(running)
     os.remove(running / "summary.json")
     status, from_checkpoint, err = generate([str(running), *argv], capsys)
     assert status == 0, err
     # The final checkpoint holds the exported weights.
     assert from_checkpoint == from_export
+
+
+def export_path(run_dir):
+    """The export: model.keras, or the SavedModel directory `model` (TF 2.9)."""
+    with open(os.path.join(run_dir, "summary.json")) as handle:
+        return os.path.basename(json.load(handle)["model_path"])
+
+
+def remove_export(run_dir):
+    path = os.path.join(run_dir, export_path(run_dir))
+    shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
 
 
 def not_a_language_model(tmp_path, run_dir):
@@ -105,8 +116,11 @@ def not_a_language_model(tmp_path, run_dir):
 
 def damaged_export(tmp_path, run_dir):
     shutil.copytree(run_dir, tmp_path / "damaged")
-    with open(tmp_path / "damaged" / "model.keras", "r+b") as handle:
-        handle.truncate(100)
+    path = tmp_path / "damaged" / export_path(run_dir)
+    if path.is_dir():
+        path = path / "saved_model.pb"
+    with open(path, "r+b") as handle:
+        handle.truncate(100 if path.suffix == ".keras" else 0)
     return [str(tmp_path / "damaged"), "x"]
 
 
@@ -122,7 +136,7 @@ BAD = [
     ("no prompt", lambda t, r: [r], r"no prompt to continue"),
     ("no such directory", lambda t, r: [str(t / "nowhere"), "x"], r"no such run directory"),
     ("not a language model", not_a_language_model, r"is not the --logdir of a language-model run"),
-    ("damaged export", damaged_export, r"model\.keras is not a whole Keras archive"),
+    ("damaged export", damaged_export, r"model\.keras is not a whole Keras archive|saved_model\.pb is empty"),
     ("another run's files", another_runs_export, r"language_model\.json is not the file this run exported"),
     ("too many tokens", lambda t, r: [r, "x", "--max-new-tokens", "99"], r"plus --max-new-tokens exceeds the model's max_len=32"),
     ("prompt fills the context", lambda t, r: [r, "y" * 32], r"the prompt is 32 bytes; the model's context is 32"),

@@ -4,6 +4,7 @@ one line, and kill -9 of a language-model run resuming exactly."""
 from __future__ import annotations
 
 import json
+import signal
 
 import pytest
 
@@ -122,3 +123,30 @@ def test_a_multi_worker_language_model_run_has_the_chief_write_everything(tmp_pa
     corpus = tmp_path / "corpus.txt"
     corpus.write_text(corpus_text(), encoding="utf-8")
     run(tmp_path, ["--task", "lm", "--data", str(corpus), *MODEL_FLAGS])
+
+
+def test_sigterm_saves_a_checkpoint_of_a_language_model_run_and_exits_143(tmp_path):
+    from tests.cli.test_train import (
+        LONG_RUN,
+        LONG_RUN_FLAGS,
+        latest_checkpoint_step,
+        start,
+        wait_for_checkpoint,
+    )
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(corpus_text(), encoding="utf-8")
+    logdir = tmp_path / "run"
+    flags = ["--task", "lm", "--data", str(corpus), *MODEL_FLAGS]
+    process = start(logdir, *LONG_RUN_FLAGS, model_flags=flags)
+    try:
+        wait_for_checkpoint(process, str(logdir / "checkpoints"))
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=60) == 143
+    finally:
+        if process.poll() is None:
+            process.kill()
+    summary = json.loads((logdir / "summary.json").read_text())
+    assert summary["status"] == "terminated"
+    stopped_at = summary["final_step"]
+    assert latest_checkpoint_step(str(logdir / "checkpoints")) == stopped_at < LONG_RUN
