@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import sys
-
 from pydoc_data.topics import topics
 
 
