@@ -74,11 +74,12 @@ goes on in --log-file.
 def add_parser(subparsers):
     parser = subparsers.add_parser(
         "train",
-        help="train your Keras model, or a Transformer text classifier "
-        "(resumable, logs for SSH/tmux)",
+        help="train your Keras model, a Transformer text classifier or a "
+        "language model of text (resumable, logs for SSH/tmux)",
         description="Train your own Keras model (--model-fn, --data-fn) or a "
         "tfnorm Transformer classifier on a synthetic task or a "
-        "text-classification file, with warm-up, AdamW (no decay on norms "
+        "text-classification file, or a causal language model of UTF-8 text "
+        "(--task lm, then tfnorm generate), with warm-up, AdamW (no decay on norms "
         "or biases), checkpoints that survive kill -9, and TensorBoard logs. "
         "Settings come from --config and flags; flags win.",
         epilog=EPILOG,
