@@ -57,6 +57,8 @@ def readme_blocks():
     ]
 
 
+#: The README's language-model block: its corpus is made first, by Python.
+LANGUAGE_MODEL = "--task lm"
 # Where the README states what each example reaches: the sentence naming
 # the example's data, then its figure.
 STATED = {
@@ -96,6 +98,8 @@ def units():
     (`--help`); each group runs on its own, so the long ones can be marked."""
     found = []
     for block in readme_blocks():
+        if LANGUAGE_MODEL in block["code"]:
+            continue  # needs its corpus first: see the language-model test
         for line in commands(block["code"]):
             words = shlex.split(line.rstrip("&").split(">")[0])
             if words[1] == "predict" and found and words[2] in found[-1][2]:
@@ -166,3 +170,67 @@ def test_readme_train_lines_run_as_written_and_learn(lines, tmp_path):
     texts = [w for line in lines[1:] for w in shlex.split(line)[3:]]
     assert [p.split("\t")[-1] for p in printed] == texts
     assert all(p.split("\t")[0] in summary["data"]["label_names"] for p in printed)
+
+
+# What the README states for its language model: bits per byte on the
+# held-out text, and a unigram model's.
+STATED_BITS = (
+    r"reaches (\d\.\d+) bits per byte on the held-out text, against (\d\.\d+) "
+    r"for a unigram model"
+)
+
+
+def language_model_lines():
+    """The lines of the README's language-model block, continuations joined."""
+    [block] = [b for b in readme_blocks() if LANGUAGE_MODEL in b["code"]]
+    lines = [
+        " ".join(line.split())
+        for line in block["code"].replace("\\\n", " ").split("\n")
+    ]
+    return [line for line in lines if line.split()[:1] in (["python"], ["tfnorm"])]
+
+
+@pytest.mark.slow  # 300 steps: ~90 s on 2 idle cores
+@pytest.mark.skipif(
+    shutil.which("tfnorm", path=BIN) is None,
+    reason="this runtime has no tfnorm console script beside its python",
+)
+def test_readme_language_model_lines_run_as_written_and_beat_the_unigram_baseline(
+    tmp_path,
+):
+    lines = language_model_lines()
+    assert [line.split()[:2] for line in lines] == [
+        ["python", "examples/data/make_corpus.py"],
+        ["tfnorm", "train"],
+        ["tfnorm", "generate"],
+    ]
+    shutil.copytree(os.path.join(REPO, "examples"), tmp_path / "examples")
+    env = dict(os.environ)
+    env["PATH"] = BIN + os.pathsep + env.get("PATH", "")
+    env["PYTHONPATH"] = REPO + os.pathsep + env.get("PYTHONPATH", "")
+    result = subprocess.run(
+        ["bash", "-c", "\n".join(["set -e", *lines])],
+        cwd=str(tmp_path),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    words = shlex.split(lines[1])
+    logdir = tmp_path / words[words.index("--logdir") + 1]
+    with open(logdir / "summary.json") as handle:
+        summary = json.load(handle)
+    assert summary["status"] == "completed", summary
+    with open(README, encoding="utf-8") as handle:
+        stated = re.search(STATED_BITS, " ".join(handle.read().split()))
+    bits, unigram = float(stated.group(1)), float(stated.group(2))
+    # The baseline is counted, not trained: the same on every machine.
+    assert summary["data"]["val_unigram_bits_per_byte"] == pytest.approx(
+        unigram, abs=0.01
+    )
+    assert summary["metrics"]["val_bits_per_byte"] <= bits + 0.15
+    prompt = shlex.split(lines[2])[3]
+    # The generated text follows the run's closing line (it may hold newlines).
+    generated = result.stdout.split("summary.json\n", 1)[1]
+    assert generated.startswith(prompt) and len(generated) > len(prompt) + 1

@@ -73,6 +73,14 @@ POOLINGS = ("mean", "cls")
 
 #: Synthetic tasks of `tfnorm.training.data.make_synthetic`.
 SYNTHETIC_TASKS = ("sorted", "duplicate", "majority")
+#: The task of `tfnorm train` that trains a causal language model on text
+#: (`tfnorm.training.workloads.language_model`).
+LANGUAGE_MODEL_TASK = "lm"
+#: `task` of `tfnorm train`.
+TRAIN_TASKS = SYNTHETIC_TASKS + (LANGUAGE_MODEL_TASK,)
+#: `preset` of `tfnorm.build_decoder`, with the norm each one uses (what a
+#: language-model run without `norm` builds).
+DECODER_PRESET_NORMS = {"llama": "rms", "gpt2": "layer"}
 
 #: Tasks of `tfnorm compare` (`tfnorm.experiments.warmup.run_comparison`).
 COMPARE_TASKS = ("reverse", "mlm")

@@ -138,7 +138,7 @@ def test_help_is_generated_from_the_config_declarations():
         setting = setting_of(field)
         flag = setting.flags[0] if setting.flags else flag_name(field.name)
         assert re.search(rf"^\s+{flag}\b", text, re.MULTILINE), flag
-    assert "{sorted,duplicate,majority}" in text
+    assert "{sorted,duplicate,majority,lm}" in text
     assert "--dropout-rate DROPOUT_RATE, --dropout DROPOUT_RATE" in text
 
 

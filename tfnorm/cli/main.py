@@ -27,6 +27,7 @@ SUBCOMMANDS = (
     "tfnorm.cli.info",
     "tfnorm.cli.train",
     "tfnorm.cli.predict",
+    "tfnorm.cli.generate",
     "tfnorm.cli.compare",
 )
 

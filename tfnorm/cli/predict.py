@@ -17,7 +17,7 @@ import json
 import os
 import sys
 
-from tfnorm.cli.flags import with_flags
+from tfnorm.cli.flags import fail, with_flags
 from tfnorm.training.config.train_config import TrainConfig
 
 EPILOG = """\
@@ -102,6 +102,15 @@ def read_lines(path):
     Raises:
         ValueError: the file cannot be read or is not UTF-8; says which line.
     """
+    return [line for line in read_text(path).splitlines() if line.strip()]
+
+
+def read_text(path):
+    """The text of `path` (`-`: stdin), at most `MAX_TEXT_BYTES` of UTF-8.
+
+    Raises:
+        ValueError: the file cannot be read or is not UTF-8; says which line.
+    """
     try:
         if path == "-":
             raw = sys.stdin.buffer.read(MAX_TEXT_BYTES + 1)
@@ -127,7 +136,7 @@ def read_lines(path):
             f"--file {path}, line {line}: not UTF-8 text ({error.reason}); "
             "save the file as UTF-8."
         ) from None
-    return [line for line in text.splitlines() if line.strip()]
+    return text
 
 
 def format_line(result):
@@ -140,7 +149,7 @@ def format_line(result):
 
 def run(args):
     if sys.stdout is None:  # started with stdout closed (`>&-`)
-        return _fail_output("stdout is closed", 0, None)
+        return fail_output("predict", "stdout is closed; nothing was classified")
     texts = list(args.texts)
     if args.file:
         try:
@@ -167,26 +176,34 @@ def run(args):
 def write_results(results, as_json):
     """Prints one line per result; a stdout that stops taking them ends the
     command with one line on stderr and `OUTPUT_FAILED`."""
+    lines = (
+        json.dumps(result, ensure_ascii=False) if as_json else format_line(result)
+        for result in results
+    )
+    return write_lines("predict", lines, len(results), "predictions")
+
+
+def write_lines(command, lines, total, noun):
+    """Prints each of `lines` (`total` of them, `noun` in the error); a stdout
+    that stops taking them ends `tfnorm COMMAND` with one line on stderr
+    and `OUTPUT_FAILED`."""
     written = 0
     try:
-        for result in results:
-            line = (
-                json.dumps(result, ensure_ascii=False)
-                if as_json
-                else format_line(result)
-            )
+        for line in lines:
             sys.stdout.write(line + "\n")
             written += 1
         sys.stdout.flush()
     except (OSError, ValueError) as error:  # ValueError: a closed file
         reason = getattr(error, "strerror", None) or str(error)
-        return _fail_output(
-            f"stdout stopped taking output ({reason})", written, len(results)
+        return fail_output(
+            command,
+            f"stdout stopped taking output ({reason}); stopped after {written} "
+            f"of {total} {noun}",
         )
     return 0
 
 
-def _fail_output(reason, written, total):
+def fail_output(command, message):
     """One line on stderr; stdout pointed at /dev/null, so that Python's own
     flush at exit finds nothing left to complain about."""
     try:
@@ -195,9 +212,5 @@ def _fail_output(reason, written, total):
         os.close(devnull)
     except OSError:
         pass
-    if total is None:
-        said = "nothing was classified"
-    else:
-        said = f"stopped after {written} of {total} predictions"
-    _fail(f"{reason}; {said}")
+    fail(command, message)
     return OUTPUT_FAILED

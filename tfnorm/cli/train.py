@@ -40,6 +40,9 @@ examples (from the repository's root; the README says what they reach):
       --num-examples 4096 --warmup-steps 50 --epochs 3 --logdir runs/sorted --log-file runs/sorted/train.log
   tfnorm train --data examples/data/reviews.csv --max-len 32 --epochs 5 --logdir runs/reviews
   tfnorm predict runs/reviews "a wonderful, moving film"
+  tfnorm train --task lm --data runs/corpus --max-len 128 --num-layers 2 --d-model 64 --num-heads 4 \\
+      --batch-size 16 --steps-per-epoch 300 --learning-rate 3e-3 --warmup-steps 30 --logdir runs/lm
+  tfnorm generate runs/lm "The " --max-new-tokens 80 --temperature 0.7 --seed 1
   nohup tfnorm train --config run.yaml --log-file run.log &   # then: tail -f run.log
 
 data files: CSV/TSV with a header naming `text` and `label` columns, or JSON
@@ -74,11 +77,12 @@ goes on in --log-file.
 def add_parser(subparsers):
     parser = subparsers.add_parser(
         "train",
-        help="train your Keras model, or a Transformer text classifier "
-        "(resumable, logs for SSH/tmux)",
+        help="train your Keras model, a Transformer text classifier or a "
+        "language model of text (resumable, logs for SSH/tmux)",
         description="Train your own Keras model (--model-fn, --data-fn) or a "
         "tfnorm Transformer classifier on a synthetic task or a "
-        "text-classification file, with warm-up, AdamW (no decay on norms "
+        "text-classification file, or a causal language model of UTF-8 text "
+        "(--task lm, then tfnorm generate), with warm-up, AdamW (no decay on norms "
         "or biases), checkpoints that survive kill -9, and TensorBoard logs. "
         "Settings come from --config and flags; flags win.",
         epilog=EPILOG,

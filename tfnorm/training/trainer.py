@@ -66,7 +66,7 @@ from tfnorm.training.rundir.outputs import EXIT_STATUS
 from tfnorm.training.rundir.paths import RunPaths
 from tfnorm.training.rundir.progress_log import ProgressLog
 from tfnorm.training.workloads import user_code
-from tfnorm.training.workloads.classifier import ClassifierWorkload
+from tfnorm.training.workloads.selection import select_workload
 
 __all__ = ["EXIT_STATUS", "train"]
 
@@ -123,7 +123,7 @@ def train(config, handle_signals=True, stdout=None, *, model_fn=None, data_fn=No
     try:
         with ProgressLog(stdout or sys.stdout, paths.log_file) as log:
             with flag.installed(handle_signals):
-                workload = _workload(config, log, model_fn, data_fn)
+                workload = select_workload(config, log, model_fn, data_fn)
                 return _Run(config, paths, log, flag, workload).run()
     finally:
         _keras.set_global_policy(previous_policy)
@@ -148,14 +148,6 @@ def _resolved(config, model_fn, data_fn):
         config = dataclasses.replace(config, **named)
     # A config `tfnorm train` resolved is not checked again (its paths kept).
     return user_code.absolute_paths(config).resolve()
-
-
-def _workload(config, log, model_fn, data_fn):
-    if config.model_fn is None:
-        return ClassifierWorkload(config, log)
-    from tfnorm.training.workloads.own_model import OwnModelWorkload
-
-    return OwnModelWorkload(config, log, model_fn=model_fn, data_fn=data_fn)
 
 
 class _Run:

@@ -12,6 +12,7 @@ from tfnorm.training.config.settings import (
     CLASSIFIER,
     FIXED,
     FREE,
+    LANGUAGE_MODEL,
     LOGGED,
     MODEL_FN_ONLY,
     ConfigError,
@@ -38,7 +39,12 @@ def test_every_setting_says_what_a_resume_may_do_with_it_and_which_models_read_i
     for field in dataclasses.fields(TrainConfig):
         setting = setting_of(field)
         assert setting.resume in (FIXED, LOGGED, FREE), field.name
-        assert setting.scope in (ANY_MODEL, CLASSIFIER, MODEL_FN_ONLY), field.name
+        assert setting.scope in (
+            ANY_MODEL,
+            CLASSIFIER,
+            MODEL_FN_ONLY,
+            LANGUAGE_MODEL,
+        ), field.name
 
 
 @pytest.mark.parametrize("key, value", [("num_layers", 4), ("norm", "rms")])

@@ -18,8 +18,13 @@ import sys
 
 from tfnorm._checks import check_heads
 from tfnorm._errors import setting_key
-from tfnorm.choices import SYNTHETIC_TASKS
-from tfnorm.training.config.settings import CLASSIFIER, ConfigError, setting_of
+from tfnorm.choices import DECODER_PRESET_NORMS, LANGUAGE_MODEL_TASK, SYNTHETIC_TASKS
+from tfnorm.training.config.settings import (
+    CLASSIFIER,
+    LANGUAGE_MODEL,
+    ConfigError,
+    setting_of,
+)
 
 # The synthetic tasks' smallest default vocabulary (`make_synthetic`), and
 # the vocabulary limit of data files.
@@ -31,11 +36,37 @@ _FILE_VOCAB = 20000
 # machines' memory; such sizes are typos (an extra zero), caught before
 # anything is created.
 MAX_VALUES = 2**31 - 1
+# A language model's byte tokens and end-of-text token
+# (`tfnorm.training.data.byte_text.VOCAB_SIZE`).
+_BYTE_VOCAB = 257
+#: Settings of tfnorm's classifier that a language model has no use for.
+CLASSIFIER_ONLY = ("num_examples", "vocab_size", "num_classes", "pooling", "val_data")
 
 
 def check_scope(values, config_class):
-    """With `model_fn`, a setting of tfnorm's classifier given a value other
-    than its default is refused: the user's model would silently ignore it."""
+    """A setting given a value other than its default for a model that does
+    not read it is refused: with `model_fn`, tfnorm's models' settings;
+    without `task` lm, the language model's; with it, the classifier's own."""
+    language_model = values["task"] == LANGUAGE_MODEL_TASK
+    for field in dataclasses.fields(config_class):
+        if values[field.name] == field.default:
+            continue
+        scope = setting_of(field).scope
+        if not language_model and scope == LANGUAGE_MODEL:
+            raise ConfigError(
+                field.name,
+                f"{field.name} applies to the language model of "
+                f"{setting_key('task', LANGUAGE_MODEL_TASK)} only. "
+                f"Received: {field.name}={values[field.name]!r}",
+            )
+        if language_model and field.name in CLASSIFIER_ONLY:
+            raise ConfigError(
+                field.name,
+                f"{field.name} applies to tfnorm's classifier only; the "
+                f"language model of {setting_key('task', LANGUAGE_MODEL_TASK)} "
+                "does not read it. "
+                f"Received: {field.name}={values[field.name]!r}",
+            )
     if values["model_fn"] is None:
         return
     for field in dataclasses.fields(config_class):
@@ -79,6 +110,15 @@ def check_one_source(task, data, model_fn=None, data_fn=None):
                 f"out task and data. Received: task={task!r}, data={data!r}",
             )
         return
+    if given(task) and str(task).strip() == LANGUAGE_MODEL_TASK:
+        if not given(data):
+            raise ConfigError(
+                "data",
+                f"{setting_key('task', LANGUAGE_MODEL_TASK)} trains on text: give "
+                f"{setting_key('data')} (UTF-8 text files, or a directory of .txt "
+                f"files). Received: data={data!r}",
+            )
+        return
     if given(task) == given(data):
         raise ConfigError(
             "task",
@@ -92,6 +132,8 @@ def check_one_source(task, data, model_fn=None, data_fn=None):
 def check_combinations(values):
     """Checks that involve several settings; `values` are already read."""
     task, data = values["task"], values["data"]
+    if task != LANGUAGE_MODEL_TASK and data is not None:
+        _check_one_file(data)
     if values["val_data"] is not None and data is None:
         raise ConfigError(
             "val_data",
@@ -115,13 +157,16 @@ def check_combinations(values):
         check_heads(values["d_model"], values["num_heads"])
     except ValueError as error:
         raise ConfigError("d_model", str(error)) from None
-    if task is not None:
+    if task in SYNTHETIC_TASKS:
         _check_task(values)
     _check_log_file(values)
     if values["model_fn"] is not None:
         return  # the user's model: tfnorm's model settings do not apply
     _check_model_size(values)
-    _check_norm(values["norm"], values["epsilon"], values)
+    norm = values["norm"]
+    if norm is None:  # a language model's: its preset's
+        norm = DECODER_PRESET_NORMS[values["preset"]]
+    _check_norm(norm, values["epsilon"], values)
 
 
 def _check_log_file(values):
@@ -139,7 +184,8 @@ def _check_log_file(values):
         other = values[key]
         if key in ("model_fn", "data_fn"):
             other = module_file(other)
-        if same_file(path, other):
+        others = other if isinstance(other, list) else [other]
+        if any(same_file(path, one) for one in others):
             what = "the data" if key in ("data", "val_data") else "your code"
             raise ConfigError(
                 "log_file",
@@ -181,6 +227,19 @@ def module_file(spec):
     return found.origin if found.has_location else None
 
 
+def _check_one_file(data):
+    """The classifier reads one file; several, or a directory, are text for
+    a language model."""
+    if isinstance(data, list) or os.path.isdir(data):
+        what = "it is a directory" if not isinstance(data, list) else "several files"
+        raise ConfigError(
+            "data",
+            f"`data` must name a file ({what}; several text files or a "
+            f"directory train a language model: "
+            f"{setting_key('task', LANGUAGE_MODEL_TASK)}). Received: data={data!r}",
+        )
+
+
 def _check_task(values):
     task, max_len, classes = values["task"], values["max_len"], values["num_classes"]
     vocab = values["vocab_size"] or max(_SYNTHETIC_VOCAB, 2 * max_len + 1)
@@ -207,6 +266,8 @@ def _check_model_size(values):
     vocab = values["vocab_size"] or (
         _FILE_VOCAB if values["data"] else max(_SYNTHETIC_VOCAB, 2 * max_len + 1)
     )
+    if values["task"] == LANGUAGE_MODEL_TASK:
+        vocab = _BYTE_VOCAB
     dff = values["dff"] or 4 * d_model
     # Embeddings, then each block's attention and feed-forward kernels.
     weights = {

@@ -40,6 +40,7 @@ FREE = "free"
 ANY_MODEL = "any model"
 CLASSIFIER = "tfnorm's classifier"
 MODEL_FN_ONLY = "a model_fn model"
+LANGUAGE_MODEL = "tfnorm's language model"
 
 
 class ConfigError(KeyedMessage, ValueError):
@@ -71,7 +72,8 @@ class Setting:
             writes; may change silently).
         scope: for a `TrainConfig` setting, the models it applies to:
             `ANY_MODEL`, `CLASSIFIER` (tfnorm's classifier only: refused
-            with `model_fn`) or `MODEL_FN_ONLY` (a `model_fn` model only).
+            with `model_fn`), `MODEL_FN_ONLY` (a `model_fn` model only)
+            or `LANGUAGE_MODEL` (the decoder of `task` "lm" only).
     """
 
     group: str
@@ -226,6 +228,23 @@ def existing_file(key, value):
             f"Received: {key}={value!r}"
         ) from None
     return path
+
+
+def data_paths(key, value):
+    """A file; or, for a language model, several files or a directory (the
+    checks across settings refuse those for the classifier). One path in a
+    list is that path."""
+    values = list(value) if isinstance(value, (list, tuple)) else [value]
+    if not values:
+        raise ValueError(f"`{key}` must name a file. Received: {key}={value!r}")
+    paths = [_path(key, one) for one in values]
+    for path in paths:
+        if not os.path.isdir(path):
+            existing_file(key, path)
+    return paths[0] if len(paths) == 1 else paths
+
+
+data_paths.many = True
 
 
 def creatable(kind):

@@ -16,12 +16,14 @@ from tfnorm._checks import FLOAT32_MAX, MAX_SEED
 from tfnorm._errors import setting_key
 from tfnorm.choices import (
     DECAYS,
+    DECODER_PRESET_NORMS,
+    LANGUAGE_MODEL_TASK,
     NORM_POSITIONS,
     OPTIMIZERS,
     POOLINGS,
     PRECISION_MODES,
     STRATEGIES,
-    SYNTHETIC_TASKS,
+    TRAIN_TASKS,
     norms_help,
 )
 from tfnorm.training.config import checks
@@ -32,11 +34,13 @@ from tfnorm.training.config.settings import (
     CLASSIFIER,
     FIXED,
     FREE,
+    LANGUAGE_MODEL,
     LOGGED,
     MODEL_FN_ONLY,
     boolean,
     choice,
     creatable,
+    data_paths,
     device_list,
     existing_file,
     function_spec,
@@ -109,15 +113,17 @@ class TrainConfig(DeclaredSettings):
         None,
         DATA,
         "synthetic task: sorted (is the sequence sorted), duplicate (does a "
-        "token occur twice), majority (most frequent token class)",
-        choice(SYNTHETIC_TASKS),
+        "token occur twice), majority (most frequent token class); or lm, a "
+        f"causal language model of the text in {setting_key('data')}",
+        choice(TRAIN_TASKS),
         optional=True,
         resume=FIXED,
         scope=CLASSIFIER,
     )
     data: str | None = setting(
-        None, DATA, "training file (CSV, TSV or JSONL)", existing_file,
-        optional=True, metavar="PATH", resume=FIXED, scope=CLASSIFIER,
+        None, DATA, "training file (CSV, TSV or JSONL); with "
+        f"{setting_key('task', LANGUAGE_MODEL_TASK)}: UTF-8 text files, or a directory of .txt files",
+        data_paths, optional=True, metavar="PATH", resume=FIXED, scope=CLASSIFIER,
     )  # fmt: skip
     val_data: str | None = setting(
         None, DATA, f"validation file (same formats as {setting_key('data')})", existing_file,
@@ -126,7 +132,7 @@ class TrainConfig(DeclaredSettings):
     val_split: float | None = setting(
         None, DATA, f"without {setting_key('val_data')}, the share of {setting_key('data')} held out for "
         f"validation, split by {setting_key('seed')}; 0 for none (a file of fewer than 10 "
-        "examples is not split)", number(0.0, below=1.0), optional=True,
+        f"examples is not split); with {setting_key('task', LANGUAGE_MODEL_TASK)}: the end of the text", number(0.0, below=1.0), optional=True,
         metavar="SHARE", default_text=f"{DEFAULT_VAL_SPLIT} with {setting_key('data')} alone", resume=FIXED, scope=CLASSIFIER,
     )  # fmt: skip
     num_examples: int = setting(
@@ -147,15 +153,16 @@ class TrainConfig(DeclaredSettings):
     max_len: int = setting(
         16,
         DATA,
-        "tokens per example",
+        f"tokens per example; with {setting_key('task', LANGUAGE_MODEL_TASK)}: the context, in bytes",
         integer(MIN_MAX_LEN, 2**20),
         resume=FIXED,
         scope=CLASSIFIER,
     )
     # Model.
     num_layers: int = setting(
-        2, MODEL, "encoder blocks", POSITIVE, resume=FIXED, scope=CLASSIFIER
-    )
+        2, MODEL, "encoder blocks (decoder blocks of a language model)", POSITIVE,
+        resume=FIXED, scope=CLASSIFIER,
+    )  # fmt: skip
     d_model: int = setting(64, MODEL, "width", POSITIVE, resume=FIXED, scope=CLASSIFIER)
     num_heads: int = setting(
         4,
@@ -169,14 +176,17 @@ class TrainConfig(DeclaredSettings):
         None, MODEL, "feed-forward width", POSITIVE,
         optional=True, default_text="4 * d_model", resume=FIXED, scope=CLASSIFIER,
     )  # fmt: skip
-    norm: str = setting(
-        "layer",
-        MODEL,
-        f"normalisation: {norms_help()}",
-        norm_spec,
-        resume=FIXED,
-        scope=CLASSIFIER,
-    )
+    norm: str | None = setting(
+        None, MODEL, f"normalisation: {norms_help()}", norm_spec, optional=True,
+        default_text="layer; a language model: its preset's", resume=FIXED, scope=CLASSIFIER,
+    )  # fmt: skip
+    preset: str = setting(
+        "llama", MODEL, "the language model's architecture: llama (RMSNorm, "
+        "rotary positions, SwiGLU, no biases) or gpt2 (LayerNorm, learned "
+        "positions, GELU, biases, head tied to the embedding); the model "
+        "settings given override it", choice(tuple(DECODER_PRESET_NORMS)),
+        resume=FIXED, scope=LANGUAGE_MODEL,
+    )  # fmt: skip
     norm_position: str = setting(
         "pre",
         MODEL,
@@ -321,6 +331,8 @@ class TrainConfig(DeclaredSettings):
 
     def _finish(self, values):
         checks.check_scope(values, type(self))
+        if values["norm"] is None and values["task"] != LANGUAGE_MODEL_TASK:
+            values["norm"] = "layer"
         check_combinations(values)
         # The derived defaults, filled here once: what the run, its identity
         # and `--print-config` all read.

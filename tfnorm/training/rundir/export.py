@@ -134,7 +134,7 @@ def export_model(model, directory, probe_inputs=None, rebuild=None):
 
 
 #: The files beside an export that belong to it, when a run writes them.
-COMPANIONS = ("vocabulary.json", "labels.json")
+COMPANIONS = ("vocabulary.json", "labels.json", "language_model.json")
 
 
 def fingerprints(path):

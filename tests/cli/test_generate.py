@@ -1,0 +1,190 @@
+"""`tfnorm generate`: text from a language-model run, deterministic per seed;
+one-line errors for what cannot be used."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from tests.cli.test_train import HELP_PROBE, environment
+from tests.conftest import REPO
+from tests.training.workloads.test_language_model import TINY_LM, corpus_text
+from tfnorm.cli.main import main
+from tfnorm.training import train
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("generate")
+    (directory / "corpus.txt").write_text(corpus_text(), encoding="utf-8")
+    config = dict(
+        TINY_LM,
+        data=str(directory / "corpus.txt"),
+        logdir=str(directory / "run"),
+        epochs=1,
+        steps_per_epoch=20,
+        max_len=32,
+        export=True,
+    )
+    summary = train(config, handle_signals=False, stdout=io.StringIO())
+    assert summary["status"] == "completed"
+    return str(directory / "run")
+
+
+def generate(argv, capsys):
+    try:
+        status = main(["generate", *argv])
+    except SystemExit as exit:
+        status = exit.code
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+def test_the_same_seed_gives_the_same_text(run_dir, capsys):
+    argv = [run_dir, "The ", "--max-new-tokens", "20", "--json"]
+    outputs = [generate([*argv, "--seed", seed], capsys) for seed in "112"]
+    assert all(status == 0 for status, _, _ in outputs), outputs
+    first, again, other = (json.loads(out) for _, out, _ in outputs)
+    assert first == again and first["prompt"] == "The " and first["seed"] == 1
+    assert len(first["text"].encode("utf-8", "surrogatepass")) > 0
+    assert other["text"] != first["text"]
+
+
+def test_prompts_after_options_and_a_file_each_get_a_text(run_dir, tmp_path, capsys):
+    prompt = tmp_path / "prompt.txt"
+    prompt.write_text("A two-line\nprompt: ", encoding="utf-8")
+    status, out, err = generate(
+        [run_dir, "--json", "--seed", "3", "--max-new-tokens", "5", "One",
+         "--file", str(prompt), "--temperature", "0"],
+        capsys,
+    )  # fmt: skip
+    assert status == 0, err
+    results = [json.loads(line) for line in out.splitlines()]
+    assert [r["prompt"] for r in results] == ["One", "A two-line\nprompt: "]
+
+
+def test_greedy_and_top_k_and_top_p_run(run_dir, capsys):
+    for extra in (["--temperature", "0"], ["--top-k", "5"], ["--top-p", "0.5"]):
+        status, out, err = generate(
+            [run_dir, "x", "--seed", "0", "--max-new-tokens", "4", *extra], capsys
+        )
+        assert status == 0 and out.startswith("x"), (extra, err)
+
+
+def test_a_run_still_training_samples_from_its_newest_checkpoint(
+    run_dir, tmp_path, capsys
+):
+    argv = ["The ", "--seed", "5", "--max-new-tokens", "12"]
+    _, from_export, _ = generate([run_dir, *argv], capsys)
+    running = tmp_path / "running"
+    shutil.copytree(run_dir, running)
+    remove_export(running)
+    os.remove(running / "summary.json")
+    status, from_checkpoint, err = generate([str(running), *argv], capsys)
+    assert status == 0, err
+    # The final checkpoint holds the exported weights.
+    assert from_checkpoint == from_export
+
+
+def export_path(run_dir):
+    """The export: model.keras, or the SavedModel directory `model` (TF 2.9)."""
+    with open(os.path.join(run_dir, "summary.json")) as handle:
+        return os.path.basename(json.load(handle)["model_path"])
+
+
+def remove_export(run_dir):
+    path = os.path.join(run_dir, export_path(run_dir))
+    shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
+
+
+def not_a_language_model(tmp_path, run_dir):
+    status = main(
+        ["train", "--task", "sorted", "--num-examples", "32", "--max-len", "4",
+         "--num-layers", "1", "--d-model", "8", "--num-heads", "2",
+         "--steps-per-epoch", "1", "--no-export", "--histogram-every", "0",
+         "--logdir", str(tmp_path / "classifier")]
+    )  # fmt: skip
+    assert status == 0
+    return [str(tmp_path / "classifier"), "x"]
+
+
+def damaged_export(tmp_path, run_dir):
+    shutil.copytree(run_dir, tmp_path / "damaged")
+    path = tmp_path / "damaged" / export_path(run_dir)
+    if path.is_dir():
+        path = path / "saved_model.pb"
+    with open(path, "r+b") as handle:
+        handle.truncate(100 if path.suffix == ".keras" else 0)
+    return [str(tmp_path / "damaged"), "x"]
+
+
+def another_runs_export(tmp_path, run_dir):
+    shutil.copytree(run_dir, tmp_path / "mixed")
+    recipe = tmp_path / "mixed" / "language_model.json"
+    recipe.write_text(recipe.read_text().replace('"dff": 32', '"dff": 33'))
+    return [str(tmp_path / "mixed"), "x"]
+
+
+BAD = [
+    ("empty prompt", lambda t, r: [r, ""], r"a prompt is empty"),
+    ("no prompt", lambda t, r: [r], r"no prompt to continue"),
+    ("no such directory", lambda t, r: [str(t / "nowhere"), "x"], r"no such run directory"),
+    ("not a language model", not_a_language_model, r"is not the --logdir of a language-model run"),
+    ("damaged export", damaged_export, r"model\.keras is not a whole Keras archive|saved_model\.pb is empty"),
+    ("another run's files", another_runs_export, r"language_model\.json is not the file this run exported"),
+    ("too many tokens", lambda t, r: [r, "x", "--max-new-tokens", "99"], r"plus --max-new-tokens exceeds the model's max_len=32"),
+    ("prompt fills the context", lambda t, r: [r, "y" * 32], r"the prompt is 32 bytes; the model's context is 32"),
+    ("bad top-p", lambda t, r: [r, "x", "--top-p", "2"], r"Received: --top-p=2"),
+    ("bad temperature", lambda t, r: [r, "x", "--temperature", "-1"], r"--temperature"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "make, expected", [b[1:] for b in BAD], ids=[b[0] for b in BAD]
+)
+def test_what_cannot_be_used_is_one_line_and_no_traceback(
+    run_dir, tmp_path, capsys, make, expected
+):
+    argv = make(tmp_path, run_dir)
+    capsys.readouterr()
+    status, out, err = generate(argv, capsys)
+    assert status == 2 and out == ""
+    assert err.startswith("tfnorm generate: error: ") and err.count("\n") == 1, err
+    assert __import__("re").search(expected, err), err
+
+
+def test_a_closed_stdout_is_one_line_and_exit_74(run_dir):
+    process = subprocess.run(
+        [sys.executable, "-m", "tfnorm", "generate", run_dir, "x", "--seed", "0"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=environment(),
+        cwd=REPO,
+        preexec_fn=lambda: os.close(1),
+        timeout=300,
+    )
+    assert process.returncode == 74, process.stderr
+    assert process.stderr.count("\n") == 1 and "Traceback" not in process.stderr
+    assert "stdout is closed; nothing was generated" in process.stderr
+
+
+def test_help_answers_without_importing_tensorflow(tmp_path):
+    script = tmp_path / "tfnorm"
+    script.write_text(HELP_PROBE)
+    result = subprocess.run(
+        [sys.executable, str(script), "generate", "--help"],
+        capture_output=True,
+        text=True,
+        env=environment(),
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "--max-new-tokens" in result.stdout and "--top-p" in result.stdout
+    assert "tensorflow imported: False" in result.stdout

@@ -1,0 +1,167 @@
+"""`tfnorm generate`: text sampled from a language-model run.
+
+A thin layer over `tfnorm.training.text_generation.TextGenerator`, with the
+input and output handling of `tfnorm predict` (the same `--file` reading,
+the same one-line errors, the same exit status when stdout stops taking
+output). Building the parser imports no TensorFlow.
+
+Exit statuses: 0 printed every text; 2 bad arguments, an empty prompt, or a
+RUN_DIR that is not a language-model run or whose export is damaged (one
+line on stderr, nothing printed); 74 the output could not all be written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+
+from tfnorm.cli.flags import fail, with_flags
+from tfnorm.cli.predict import fail_output, read_text, write_lines
+from tfnorm.training.config.train_config import TrainConfig
+
+EPILOG = """\
+examples:
+  tfnorm generate runs/lm "The " --max-new-tokens 200 --seed 1
+  tfnorm generate runs/lm --file prompt.txt --temperature 0.8 --top-k 20 --json
+
+RUN_DIR is the --logdir of a `tfnorm train --task lm ...` run, finished (its
+exported model is used) or still training (its newest checkpoint is used).
+Each PROMPT, and the text of --file, is continued; the output is each prompt
+and its continuation, one after the other, or with --json one JSON object a
+line with `prompt`, `text` (the continuation) and `seed`. The same --seed gives
+the same text. --temperature 0 picks the likeliest byte each step.
+
+exit status: 0 every text printed; 2 bad arguments, an empty prompt, or
+RUN_DIR is not a language-model run or has no usable model; 74 the output
+could not be written (stdout closed, a closed pipe, a full disk).
+"""
+
+
+def add_parser(subparsers):
+    parser = subparsers.add_parser(
+        "generate",
+        help="sample text from a language-model run (tfnorm train --task lm)",
+        description="Continue each prompt with text sampled from the model of a "
+        "`tfnorm train --task lm` run: its export, or its newest checkpoint "
+        "while it trains.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("run_dir", metavar="RUN_DIR", help="the run's --logdir")
+    parser.add_argument(
+        "prompts", metavar="PROMPT", nargs="*", help="texts to continue"
+    )
+    parser.add_argument(
+        "--file",
+        metavar="F",
+        help="also continue the whole text of F (UTF-8; - for stdin)",
+    )
+    parser.add_argument(
+        "--max-new-tokens",
+        type=int,
+        metavar="N",
+        help="bytes to add to each prompt (default: up to the model's context)",
+    )
+    parser.add_argument(
+        "--temperature",
+        type=float,
+        default=1.0,
+        metavar="T",
+        help="divides the logits before sampling; 0 for the likeliest byte (default 1.0)",
+    )
+    parser.add_argument(
+        "--top-k", type=int, metavar="K", help="sample among the K likeliest bytes"
+    )
+    parser.add_argument(
+        "--top-p",
+        type=float,
+        metavar="P",
+        help="sample among the likeliest bytes whose probability reaches P",
+    )
+    parser.add_argument(
+        "--seed",
+        type=int,
+        metavar="S",
+        help="seed of the sampling (default: a random one)",
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="print one JSON object per line"
+    )
+    parser.set_defaults(func=run, extra_positionals="prompts")
+
+
+def _fail(message):
+    return fail("generate", message)
+
+
+def run(args):
+    if sys.stdout is None:  # started with stdout closed (`>&-`)
+        return fail_output("generate", "stdout is closed; nothing was generated")
+    prompts = list(args.prompts)
+    if args.file:
+        try:
+            prompts.append(read_text(args.file))
+        except ValueError as error:
+            return _fail(error)
+    if not prompts:
+        return _fail(
+            "no prompt to continue: give PROMPT arguments or --file F "
+            "(see tfnorm generate --help)"
+        )
+    if not all(prompts):
+        return _fail(
+            "a prompt is empty; give some text to continue. Received: PROMPT=''"
+        )
+    seed = args.seed
+    if seed is None:
+        import random
+
+        seed = random.randrange(2**31 - 1)
+
+    from tfnorm.training.prediction import PredictionError
+    from tfnorm.training.text_generation import TextGenerator
+
+    try:
+        generator = TextGenerator(args.run_dir)
+        texts = [
+            generator.complete(
+                prompt,
+                args.max_new_tokens,
+                temperature=args.temperature,
+                top_k=args.top_k,
+                top_p=args.top_p,
+                seed=seed,
+            )
+            for prompt in prompts
+        ]
+    except PredictionError as error:
+        return _fail(with_flags(error, TrainConfig))
+    except ValueError as error:
+        return _fail(_as_flags(error))
+    lines = (
+        json.dumps(
+            {"prompt": prompt, "text": text[len(prompt) :], "seed": seed},
+            ensure_ascii=False,
+        )
+        if args.json
+        else text
+        for prompt, text in zip(prompts, texts)
+    )
+    return write_lines("generate", lines, len(texts), "texts")
+
+
+#: `tfnorm.generate`'s argument names and this command's flags for them.
+_FLAGS = {"max_new_tokens": "--max-new-tokens", "temperature": "--temperature"}
+_FLAGS.update(k="--top-k", p="--top-p")
+
+
+def _as_flags(error):
+    """`tfnorm.generate`'s argument names in `error` as this command's flags."""
+    names = "|".join(_FLAGS)
+    return re.sub(
+        rf"(?<![\w-])`?({names})`?(?=[=`\s.,)]|$)",
+        lambda match: _FLAGS[match.group(1)],
+        str(error),
+    )

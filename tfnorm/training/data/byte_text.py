@@ -1,0 +1,213 @@
+"""Plain UTF-8 text as byte tokens, for training a causal language model.
+
+Any text trains as it is: each byte is a token (ids 0-255), so there is no
+vocabulary to fit, save or download, and every string can be encoded. One
+special token, `END_OF_TEXT` (256), ends each file, so that the model sees
+where one document stops and the next begins.
+
+The data is one file, several files (read in the order given), or a
+directory (its `.txt` files, in sorted order, not descending into
+subdirectories). Their tokens are joined into one stream; the last
+`val_split` share of the stream is held out for validation, by position
+(never shuffled across the split, so no window of the validation text is
+also trained on). Each part is cut into windows of `max_len + 1` tokens,
+one after the other: the model reads the first `max_len` and predicts each
+next token.
+
+Every problem raises `DataError` on one line naming the file: an empty file,
+bytes that are not UTF-8 (with the byte's offset), a directory without
+`.txt` files, a text shorter than one window.
+
+Example:
+
+>>> corpus = read_corpus(["a.txt"], max_len=64, val_split=0.1)  # doctest: +SKIP
+>>> inputs, targets = corpus.train.batch([0, 1])  # doctest: +SKIP
+>>> inputs.shape, targets.shape  # doctest: +SKIP
+((2, 64), (2, 64))
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+
+import numpy as np
+
+from tfnorm._errors import setting_key
+from tfnorm.training.data.dataset import DataError
+
+#: The token that ends each file.
+END_OF_TEXT = 256
+#: Byte values plus `END_OF_TEXT`.
+VOCAB_SIZE = 257
+#: What a directory given as data is read for.
+TEXT_SUFFIX = ".txt"
+
+
+def encode(text):
+    """The token ids of `text` (a str): its UTF-8 bytes."""
+    return np.frombuffer(text.encode("utf-8"), np.uint8).astype(np.int32)
+
+
+def decode(ids):
+    """The text of byte ids; `END_OF_TEXT` ends it, and bytes that do not
+    form UTF-8 (a sample cut inside a character) become U+FFFD."""
+    ids = [int(i) for i in ids]
+    if END_OF_TEXT in ids:
+        ids = ids[: ids.index(END_OF_TEXT)]
+    return bytes(i for i in ids if 0 <= i < 256).decode("utf-8", errors="replace")
+
+
+def text_files(data):
+    """The files `data` names: a path, a list of paths, or a directory (its
+    `.txt` files, sorted)."""
+    paths = [data] if isinstance(data, (str, os.PathLike)) else list(data)
+    files = []
+    for path in map(os.fspath, paths):
+        if not os.path.isdir(path):
+            files.append(path)
+            continue
+        found = sorted(
+            os.path.join(path, name)
+            for name in os.listdir(path)
+            if name.endswith(TEXT_SUFFIX) and os.path.isfile(os.path.join(path, name))
+        )
+        if not found:
+            raise DataError(
+                f"{path}: the directory holds no {TEXT_SUFFIX} files to train on."
+            )
+        files.extend(found)
+    return files
+
+
+def read_file(path):
+    """The byte tokens of one UTF-8 file (a byte-order mark dropped),
+    followed by `END_OF_TEXT`."""
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read()
+    except OSError as error:
+        raise DataError(
+            f"{path}: cannot be read ({error.strerror or error})."
+        ) from None
+    if raw.startswith(b"\xef\xbb\xbf"):
+        raw = raw[3:]
+    if not raw:
+        raise DataError(f"{path}: the file is empty; there is no text to train on.")
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = raw[: error.start].count(b"\n") + 1
+        raise DataError(
+            f"{path}, byte {error.start} (line {line}): not UTF-8 text "
+            f"({error.reason}: byte {raw[error.start : error.start + 1]!r}); "
+            "save the file as UTF-8."
+        ) from None
+    tokens = np.empty(len(raw) + 1, np.int32)
+    tokens[:-1] = np.frombuffer(raw, np.uint8)
+    tokens[-1] = END_OF_TEXT
+    return tokens, hashlib.sha256(raw).hexdigest()
+
+
+@dataclasses.dataclass
+class TokenWindows:
+    """Windows of `max_len + 1` tokens cut one after the other from a stream.
+
+    `len()` counts the whole windows; `batch(indices)` returns
+    `(inputs, targets)`, int32 `[len(indices), max_len]` each, the targets
+    being the inputs shifted by one token. `tail` is what is left after the
+    whole windows (the validation text's last, shorter piece; at least two
+    tokens, or None).
+    """
+
+    tokens: np.ndarray
+    max_len: int
+
+    def __len__(self):
+        return max(0, (len(self.tokens) - 1) // self.max_len)
+
+    def batch(self, indices):
+        starts = np.asarray(indices, np.int64)[:, None] * self.max_len
+        windows = self.tokens[starts + np.arange(self.max_len + 1)]
+        return windows[:, :-1], windows[:, 1:]
+
+    @property
+    def tail(self):
+        rest = self.tokens[len(self) * self.max_len :]
+        return rest if len(rest) >= 2 else None
+
+
+def unigram_bits_per_byte(train_tokens, held_out_tokens):
+    """Bits per token of `held_out_tokens` under the training tokens' own
+    frequencies (each count plus one): the baseline a language model that
+    ignores context reaches."""
+    counts = np.bincount(train_tokens, minlength=VOCAB_SIZE) + 1.0
+    log2_p = np.log2(counts / counts.sum())
+    return float(-log2_p[held_out_tokens].mean())
+
+
+@dataclasses.dataclass
+class Corpus:
+    """The training and validation windows of a text corpus.
+
+    Attributes:
+        train, val: `TokenWindows` (`val` None without a split).
+        files: the files read, in order.
+        sha256: one digest of every file's content, in order.
+        report: what `summary.json` records about the data.
+    """
+
+    train: TokenWindows
+    val: TokenWindows | None
+    files: list
+    sha256: str
+    report: dict
+
+
+def read_corpus(data, max_len, val_split=0.0):
+    """Reads `data` (see `text_files`) into a `Corpus`.
+
+    Args:
+        data: a path, a list of paths, or a directory of `.txt` files.
+        max_len: int, the context: tokens the model reads per window.
+        val_split: float in [0, 1), the share of the token stream held out
+            for validation: its end, by position.
+
+    Raises:
+        DataError: a file is empty, unreadable or not UTF-8, a directory
+            holds no `.txt` file, or a part is shorter than one window.
+    """
+    files = text_files(data)
+    parts, digests = zip(*(read_file(path) for path in files))
+    stream = np.concatenate(parts)
+    held_out = int(round(len(stream) * float(val_split or 0.0)))
+    train = TokenWindows(stream[: len(stream) - held_out], max_len)
+    val = TokenWindows(stream[len(stream) - held_out :], max_len) if held_out else None
+    source = files[0] if len(files) == 1 else f"{len(files)} files"
+    if not len(train):
+        raise DataError(
+            f"{source}: the training text is {len(train.tokens)} tokens (bytes, "
+            f"with one end-of-text token a file), shorter than one window of "
+            f"{max_len + 1} tokens (a context of {setting_key('max_len', max_len)} "
+            f"and the token after it); give more text or a smaller "
+            f"{setting_key('max_len')}. Received: max_len={max_len}"
+        )
+    if val is not None and val.tail is None and not len(val):
+        raise DataError(
+            f"{source}: the validation share ({setting_key('val_split')} "
+            f"{val_split}) is {held_out} token, too short to predict a "
+            f"token; raise {setting_key('val_split')} or give it 0."
+        )
+    sha256 = hashlib.sha256("".join(digests).encode()).hexdigest()
+    report = {
+        "val_unigram_bits_per_byte": (
+            unigram_bits_per_byte(train.tokens, val.tokens[1:]) if val else None
+        ),
+        "files": list(files),
+        "tokenizer": "bytes",
+        "train_tokens": int(len(train.tokens)),
+        "val_tokens": int(held_out),
+        "val_split": float(val_split or 0.0),
+    }
+    return Corpus(train, val, list(files), sha256, report)

@@ -1,0 +1,234 @@
+"""The workload of `tfnorm train --task lm`: a causal language model of text.
+
+The model is `tfnorm.build_decoder` (its `preset`, with the run's model
+settings over it) on byte tokens (`tfnorm.training.data.byte_text`): every
+UTF-8 text trains as it is, with nothing to download or fit. Training
+windows of `max_len + 1` bytes are visited in an order fixed by `seed`,
+with the same batch order, train step and replica split as the classifier's
+(`workloads.steps`), so a checkpoint resumes exactly and the strategies work
+as they do for it. The loss is the mean cross-entropy per token; the
+validation metrics are that loss on the held-out end of the text, its
+perplexity and its bits per byte.
+
+Beside the checkpoints and the export, `language_model.json` in the logdir
+says how the model is built and where its checkpoints are, so that
+`tfnorm generate` can sample from a run that is still training.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+import numpy as np
+
+from tfnorm import _keras
+from tfnorm._safe_io import atomic_write_json
+from tfnorm.training.data import byte_text
+from tfnorm.training.rundir import export, run_identity
+from tfnorm.training.workloads import steps
+from tfnorm.training.workloads.base import Workload
+from tfnorm.training.workloads.build import (
+    assemble,
+    prepare_runtime,
+    run_optimizer,
+    wrap_and_build,
+)
+
+#: Windows the norm probes (NaN guard, histograms) and the export check read.
+PROBE_WINDOWS = 8
+#: The file in the logdir that says how to build the model and sample from it.
+LANGUAGE_MODEL_FILE = "language_model.json"
+
+
+def decoder_arguments(config):
+    """The keyword arguments of `tfnorm.build_decoder` for the run's settings."""
+    arguments = {
+        "num_layers": config.num_layers,
+        "d_model": config.d_model,
+        "num_heads": config.num_heads,
+        "dff": config.dff,
+        "vocab_size": byte_text.VOCAB_SIZE,
+        "max_len": config.max_len,
+        "preset": config.preset,
+        "norm_position": config.norm_position,
+        "dropout_rate": config.dropout_rate,
+    }
+    if config.norm is not None:
+        arguments["norm"] = config.norm
+    if config.epsilon is not None:
+        arguments["epsilon"] = config.epsilon
+    return arguments
+
+
+class LanguageModelWorkload(Workload):
+    """`build_decoder` trained on byte tokens of text files."""
+
+    def __init__(self, config, log):
+        super().__init__(config, log)
+        self.corpus = None
+
+    @property
+    def source(self):
+        files = self.corpus.files
+        return files[0] if len(files) == 1 else f"{len(files)} text files"
+
+    def load(self, saved, has_checkpoint):
+        config = self.config
+        self.corpus = byte_text.read_corpus(
+            config.data, config.max_len, config.val_split
+        )
+        if has_checkpoint:
+            run_identity.check_same_run(config, saved, self.corpus.sha256, self.log)
+        report = self.corpus.report
+        self.log.line(
+            f"language model on {report['train_tokens']} training and "
+            f"{report['val_tokens']} validation byte tokens (the last "
+            f"{report['val_split']:.0%} of the text)"
+            + _baseline(report["val_unigram_bits_per_byte"])
+        )
+        self.data_summary = {
+            "source": self.source,
+            "train_examples": len(self.corpus.train),
+            "vocab_size": byte_text.VOCAB_SIZE,
+            "sha256": self.corpus.sha256,
+            **report,
+        }
+
+    def __len__(self):
+        return len(self.corpus.train)
+
+    def steps_per_epoch(self, batch_size):
+        return math.ceil(len(self.corpus.train) / batch_size)
+
+    def build(self, total_steps):
+        from tfnorm.models import build_decoder
+        from tfnorm.optim.schedules import WarmupSchedule
+
+        config = self.config
+        strategy, policy = prepare_runtime(config)
+        with strategy.scope(), _keras.checkpointable_random_state():
+            model = build_decoder(**decoder_arguments(config))
+            schedule = WarmupSchedule(
+                config.learning_rate,
+                config.warmup_steps,
+                total_steps,
+                decay=config.decay,
+            )
+            optimizer = run_optimizer(config, model, schedule)
+            optimizer = wrap_and_build(optimizer, model)
+            return assemble(strategy, policy, model, schedule, optimizer)
+
+    @property
+    def probe_batch(self):
+        train = self.corpus.train
+        return train.batch(np.arange(min(len(train), PROBE_WINDOWS)))[0]
+
+    def identity(self):
+        return {
+            "data_sha256": self.corpus.sha256,
+            "vocab_size": byte_text.VOCAB_SIZE,
+            "tokenizer": "bytes",
+        }
+
+    def write_files(self, paths):
+        atomic_write_json(
+            os.path.join(paths.logdir, LANGUAGE_MODEL_FILE),
+            {
+                "tokenizer": "bytes",
+                "end_of_text": byte_text.END_OF_TEXT,
+                "build_decoder": decoder_arguments(self.config),
+                "checkpoint_dir": os.path.abspath(paths.checkpoint_dir),
+            },
+        )
+
+    def step_fn(self, setup):
+        config = self.config
+        train = self.corpus.train
+        # Per-token mean loss: the step divides the summed token losses by
+        # every token of the global batch.
+        train_step = steps.make_train_step(
+            setup.model,
+            setup.optimizer,
+            setup.strategy,
+            config.batch_size * config.max_len,
+        )
+        order = steps.index_batches(
+            len(train), config.batch_size, config.seed, int(setup.examples_seen.numpy())
+        )
+
+        def step_fn(step):
+            inputs, targets = train.batch(next(order))
+            loss, correct = train_step(
+                *steps.to_replicas(setup.strategy, inputs, targets)
+            )
+            setup.step.assign(step)
+            setup.examples_seen.assign_add(config.batch_size)
+            # The progress line divides by the batch size: a token accuracy.
+            return {"loss": float(loss), "correct": float(correct) / config.max_len}
+
+        return step_fn
+
+    def evaluate_fn(self, setup):
+        if self.corpus.val is None:
+            return None
+        eval_step = make_eval_step(setup.model)
+        return lambda: evaluate(eval_step, self.corpus.val, self.config.batch_size)
+
+    def export(self, model, directory):
+        arguments = ", ".join(
+            f"{key}={value!r}" for key, value in decoder_arguments(self.config).items()
+        )
+        rebuild = f"import tfnorm; model = tfnorm.build_decoder({arguments})"
+        return export.export_model(model, directory, self.probe_batch, rebuild)
+
+
+def _baseline(bits):
+    if bits is None:
+        return ""
+    return f"; a unigram model of the training bytes: {bits:.3f} bits per byte"
+
+
+def make_eval_step(model):
+    """A compiled step: `(inputs, targets) -> (summed token loss, correct tokens)`."""
+    tf = _keras.tf
+
+    @tf.function(
+        autograph=False,
+        input_signature=[tf.TensorSpec([None, None], tf.int32)] * 2,
+    )
+    def eval_step(inputs, targets):
+        logits = tf.cast(model(inputs, training=False), tf.float32)
+        return (
+            tf.reduce_sum(steps.sparse_cross_entropy(targets, logits)),
+            steps.correct_count(targets, logits),
+        )
+
+    return eval_step
+
+
+def evaluate(eval_step, windows, batch_size):
+    """Loss per token of the held-out text (every token but its first
+    predicted once), its perplexity and bits per byte, and token accuracy."""
+    tf = _keras.tf
+    total_loss = total_correct = 0.0
+    pieces = [
+        windows.batch(np.arange(start, min(start + batch_size, len(windows))))
+        for start in range(0, len(windows), batch_size)
+    ]
+    if windows.tail is not None:
+        tail = windows.tail
+        pieces.append((tail[None, :-1], tail[None, 1:]))
+    tokens = 0
+    for inputs, targets in pieces:
+        loss, correct = eval_step(tf.constant(inputs), tf.constant(targets))
+        total_loss += float(loss)
+        total_correct += float(correct)
+        tokens += targets.size
+    mean = total_loss / tokens
+    return {
+        "val_loss": mean,
+        "val_perplexity": math.exp(min(mean, 700.0)),
+        "val_bits_per_byte": mean / math.log(2.0),
+        "val_accuracy": total_correct / tokens,
+    }
