@@ -229,6 +229,10 @@ def two_cpu_mirrored_strategy():
 
 
 def test_mirrored_on_two_devices_follows_the_one_device_trajectory():
+    # Seeded: unseeded initial weights drew from whatever the earlier tests
+    # left in the global generators, and some draws made batch 12's loss
+    # higher than batch 1's (the check below compares different batches).
+    keras.utils.set_random_seed(0)
     reference = _build_model()
     initial_weights = reference.get_weights()
     one = _trajectory(tf.distribute.OneDeviceStrategy("/cpu:0"), initial_weights)
