@@ -86,7 +86,7 @@ def test_the_split_holds_out_the_end_of_the_text_by_position(tmp_path):
         (b"\xef\xbb\xbf", r"a\.txt: the file is empty"),
         (
             b"good\nline\xff two",
-            r"a\.txt, byte 9 \(line 2\): not UTF-8 text .*b'\\xff'",
+            r"a\.txt, line 2, byte 9: not UTF-8 text .*b'\\xff'",
         ),
         (b"abc", r"a\.txt: the training text is 4 tokens .* window of 9 tokens"),
     ],

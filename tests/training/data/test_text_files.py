@@ -133,7 +133,9 @@ def test_bad_utf8_is_reported_by_line(tmp_path, name):
         else [b'{"text": "fine", "label": 0}', b'{"text": "caf\xe9", "label": 1}']
     )
     path.write_bytes(b"\n".join(lines) + b"\n")
-    with pytest.raises(DataError, match=rf"{name}, line {len(lines)}: not UTF-8"):
+    with pytest.raises(
+        DataError, match=rf"{name}, line {len(lines)}, byte \d+: not UTF-8"
+    ):
         read_examples(str(path))
 
 

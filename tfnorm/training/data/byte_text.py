@@ -35,7 +35,7 @@ import os
 import numpy as np
 
 from tfnorm._errors import setting_key
-from tfnorm.training.data.dataset import DataError
+from tfnorm.training.data.dataset import DataError, read_utf8_bytes
 
 #: The token that ends each file.
 END_OF_TEXT = 256
@@ -84,26 +84,9 @@ def text_files(data):
 def read_file(path):
     """The byte tokens of one UTF-8 file (a byte-order mark dropped),
     followed by `END_OF_TEXT`."""
-    try:
-        with open(path, "rb") as handle:
-            raw = handle.read()
-    except OSError as error:
-        raise DataError(
-            f"{path}: cannot be read ({error.strerror or error})."
-        ) from None
-    if raw.startswith(b"\xef\xbb\xbf"):
-        raw = raw[3:]
+    raw = read_utf8_bytes(path)
     if not raw:
         raise DataError(f"{path}: the file is empty; there is no text to train on.")
-    try:
-        raw.decode("utf-8")
-    except UnicodeDecodeError as error:
-        line = raw[: error.start].count(b"\n") + 1
-        raise DataError(
-            f"{path}, byte {error.start} (line {line}): not UTF-8 text "
-            f"({error.reason}: byte {raw[error.start : error.start + 1]!r}); "
-            "save the file as UTF-8."
-        ) from None
     tokens = np.empty(len(raw) + 1, np.int32)
     tokens[:-1] = np.frombuffer(raw, np.uint8)
     tokens[-1] = END_OF_TEXT

@@ -1,4 +1,5 @@
-"""What both data sources produce: a `Dataset`, and the error a bad file raises."""
+"""What both data sources produce: a `Dataset`, the error a bad file raises,
+and the reading of a UTF-8 file every text reader starts from."""
 
 from __future__ import annotations
 
@@ -12,6 +13,31 @@ from tfnorm._errors import KeyedMessage
 class DataError(KeyedMessage, ValueError):
     """A training or validation file cannot be used; says which file and line.
     Settings the message names are marked with `setting_key`."""
+
+
+def read_utf8_bytes(path):
+    """The bytes of the UTF-8 file `path`, a byte-order mark (as Excel
+    writes) dropped; a file that cannot be read, or is not UTF-8, is a
+    `DataError` naming the line and byte."""
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read()
+    except OSError as error:
+        raise DataError(
+            f"{path}: cannot be read ({error.strerror or error})."
+        ) from None
+    if raw.startswith(b"\xef\xbb\xbf"):
+        raw = raw[3:]
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = raw[: error.start].count(b"\n") + 1
+        raise DataError(
+            f"{path}, line {line}, byte {error.start}: not UTF-8 text "
+            f"({error.reason}: byte {raw[error.start : error.start + 1]!r}); "
+            "save the file as UTF-8."
+        ) from None
+    return raw
 
 
 @dataclasses.dataclass

@@ -19,7 +19,7 @@ import os
 import numpy as np
 
 from tfnorm._errors import setting_key
-from tfnorm.training.data.dataset import DataError, Dataset
+from tfnorm.training.data.dataset import DataError, Dataset, read_utf8_bytes
 from tfnorm.training.data.labels import (
     check_one_kind,
     check_saved_names,
@@ -80,7 +80,7 @@ def _read_numbered(path):
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise DataError(f"{path}: no such file. Received: path={path!r}")
-    text = _read_utf8(path)
+    text = read_utf8_bytes(path).decode("utf-8")
     if path.lower().endswith(_JSONL_SUFFIXES):
         texts, labels, lines = _read_jsonl(path, text)
     else:
@@ -95,25 +95,6 @@ def _read_numbered(path):
         raise DataError(f"{path}: every text is empty; there are no words to train on.")
     check_one_kind(path, labels, lines)
     return texts, labels, lines
-
-
-def _read_utf8(path):
-    """The file's text; a UTF-8 byte-order mark (as Excel writes) is dropped."""
-    try:
-        with open(path, "rb") as handle:
-            raw = handle.read()
-    except OSError as error:
-        raise DataError(
-            f"{path}: cannot be read ({error.strerror or error})."
-        ) from None
-    try:
-        return raw.decode("utf-8-sig")
-    except UnicodeDecodeError as error:
-        line = raw[: error.start].count(b"\n") + 1
-        raise DataError(
-            f"{path}, line {line}: not UTF-8 text ({error.reason}: byte "
-            f"{raw[error.start : error.start + 1]!r}); save the file as UTF-8."
-        ) from None
 
 
 def _read_delimited(path, text, delimiter):

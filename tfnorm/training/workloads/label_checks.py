@@ -63,22 +63,16 @@ def guarded_step(step_fn, log, step_counter):
     counter may advance in the same compiled call as the failed step."""
 
     def step(number):
-        try:
-            return step_fn(number)
-        except tf.errors.InvalidArgumentError as error:
-            found = _out_of_range(error)
-            if found is None:
-                raise
-            value, low, high = found
-            message = (
+        def stopped_at(value, low, high):
+            step_counter.assign(number - 1)
+            return (
                 f"step {number}: data_fn's training batch holds label {value}, "
                 f"outside the valid range [{low}, {high}) of model_fn's outputs "
                 "and loss. The step was not applied and the checkpoints before "
                 "it are kept: fix the labels and rerun to resume."
             )
-            step_counter.assign(number - 1)
-            log.line(message)
-            raise DataError(message) from None
+
+        return _ended_on_bad_label(lambda: step_fn(number), stopped_at, log)
 
     return step
 
@@ -86,24 +80,29 @@ def guarded_step(step_fn, log, step_counter):
 def guarded_evaluation(evaluate, log):
     """`evaluate` that ends the run in one line on a label out of range."""
 
-    def guarded():
-        try:
-            return evaluate()
-        except tf.errors.InvalidArgumentError as error:
-            found = _out_of_range(error)
-            if found is None:
-                raise
-            value, low, high = found
-            message = (
-                f"data_fn's validation labels hold {value}, outside the valid "
-                f"range [{low}, {high}) of model_fn's outputs and loss; the "
-                "checkpoints before the evaluation are kept: fix the labels and "
-                "rerun to resume."
-            )
-            log.line(message)
-            raise DataError(message) from None
+    def stopped_at(value, low, high):
+        return (
+            f"data_fn's validation labels hold {value}, outside the valid "
+            f"range [{low}, {high}) of model_fn's outputs and loss; the "
+            "checkpoints before the evaluation are kept: fix the labels and "
+            "rerun to resume."
+        )
 
-    return guarded
+    return lambda: _ended_on_bad_label(evaluate, stopped_at, log)
+
+
+def _ended_on_bad_label(call, stopped_at, log):
+    """`call()`; a label out of range becomes a logged one-line `DataError`
+    (`stopped_at(value, low, high)` says it), any other error passes."""
+    try:
+        return call()
+    except tf.errors.InvalidArgumentError as error:
+        found = _out_of_range(error)
+        if found is None:
+            raise
+        message = stopped_at(*found)
+        log.line(message)
+        raise DataError(message) from None
 
 
 def _out_of_range(error):
