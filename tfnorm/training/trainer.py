@@ -59,6 +59,7 @@ from tfnorm._errors import (
 )
 from tfnorm.training.config.settings import ConfigError
 from tfnorm.training.config.train_config import TrainConfig
+from tfnorm.training.data import DataError
 from tfnorm.training.loop import actions, reporting, signals
 from tfnorm.training.loop.driver import LoopResult, Stop, run_loop
 from tfnorm.training.rundir import checkpoints, export, outputs, resume, run_identity
@@ -96,14 +97,14 @@ def train(config, handle_signals=True, stdout=None, *, model_fn=None, data_fn=No
 
     Returns:
         The dict also written to `logdir/summary.json`: `status`
-        ("completed", "nan", "terminated", "interrupted", "hangup" or
-        "failed"),
+        ("completed", "nan", "terminated", "interrupted", "hangup",
+        "failed" or "bad_data"),
         `final_step`, `total_steps`, `resumed_from_step` (0 for a fresh
         start), `resumed_from_checkpoint`, `skipped_checkpoints` (damaged
         ones, each with path and reason), `metrics` (the last loss,
         accuracy, learning rate, examples/s and validation metrics),
         `model_path` (None unless completed), `checkpoint`, `nan_report`
-        (for status "nan") and `error` (for status "failed").
+        (for status "nan") and `error` (for "failed" and "bad_data").
 
     Raises:
         ConfigError: a setting or `TF_CONFIG` is invalid (`error.key` names
@@ -242,6 +243,8 @@ class _Run:
         except BaseException as error:
             # Ctrl-C in a notebook (signals not handled) ends as "interrupted".
             status = "interrupted" if isinstance(error, KeyboardInterrupt) else "failed"
+            if isinstance(error, DataError):  # met mid-run, e.g. a label
+                status = "bad_data"
             stop = Stop(status, one_line(error))
             result = LoopResult(status, int(setup.step.numpy()), start, stop)
             # A full disk for the log or run files ends the run like one for

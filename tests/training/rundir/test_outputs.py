@@ -31,7 +31,8 @@ def test_summary_is_written_atomically_as_json(tmp_path):
 def test_every_status_has_an_exit_status():
     assert outputs.EXIT_STATUS["completed"] == 0
     assert len(set(outputs.EXIT_STATUS.values())) == len(outputs.EXIT_STATUS)
-    assert 2 not in outputs.EXIT_STATUS.values()  # the CLI's "bad input"
+    # 2 is the CLI's "bad input": a run stops with it only on bad data.
+    assert [s for s, code in outputs.EXIT_STATUS.items() if code == 2] == ["bad_data"]
 
 
 def test_the_hangup_status_exits_129():

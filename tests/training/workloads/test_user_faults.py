@@ -56,7 +56,8 @@ def test_a_label_out_of_range_mid_run_is_one_line_and_keeps_the_checkpoints(tmp_
     ), message
     assert checkpoint_steps(tmp_path / "run") == [3]
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
-    assert summary["status"] == "failed" and summary["final_step"] == 4
+    assert summary["status"] == "bad_data" and summary["exit_status"] == 2
+    assert summary["final_step"] == 4
     assert summary["checkpoint"].endswith("ckpt-3")
 
 

@@ -32,6 +32,9 @@ EXIT_STATUS = {
     "nan": 3,  # stopped on a non-finite loss/weights; last good checkpoint kept
     # an output could not be written (disk full), or memory ran out mid-run
     "failed": 74,  # EX_IOERR
+    # data met mid-run that no step can take (a label out of range), the
+    # steps before it kept: the 2 of bad data found before the start
+    "bad_data": 2,
     "interrupted": 130,  # SIGINT, as a shell reports 128 + 2
     "terminated": 143,  # SIGTERM, as a shell reports 128 + 15
     "hangup": 129,  # SIGHUP (terminal closed, no nohup), as a shell reports 128 + 1
@@ -121,7 +124,7 @@ def summary(
         "logdir": config.logdir,
         "data": data,
         "nan_report": reason if result.status == "nan" else None,
-        "error": reason if result.status == "failed" else None,
+        "error": reason if result.status in ("failed", "bad_data") else None,
         "elapsed_seconds": round(seconds, 3),
         "runtime": _keras.describe(),
         "config": config.to_dict(),
