@@ -77,6 +77,7 @@ from tfnorm._keras.serialization import (
     serialized_class_name,
     single_input_build_config,
 )
+from tfnorm._keras.shuffles import unseeded_shuffles
 from tfnorm._keras.surgery import (
     holders,
     is_functional_subclass,
@@ -172,4 +173,5 @@ __all__ = [
     "unshadow_call",
     "variable_path",
     "without_keras_mask",
+    "unseeded_shuffles",
 ]

@@ -15,7 +15,7 @@ Exact resume after `kill -9`: arrays are batched by the run in an order
 fixed by `--seed` (the checkpoint keeps the position); a dataset's iterator
 is saved in every checkpoint (so a shuffle buffer is saved too: keep it
 modest), and the dataset itself must be deterministic (seeded shuffles: a
-shuffle without a seed is warned about at start, see `data.shuffles`).
+shuffle without a seed is warned about at start, see `_keras.shuffles`).
 A dataset that runs Python code (`Dataset.from_generator`) has a position
 TensorFlow cannot save: its checkpoints leave it out, a warning says so,
 and a resume starts its data over.
@@ -37,7 +37,6 @@ from tfnorm._errors import one_line, setting_key
 from tfnorm._keras import keras, tf
 from tfnorm.training.config.settings import ConfigError
 from tfnorm.training.data import DataError
-from tfnorm.training.data.shuffles import unseeded_shuffles
 from tfnorm.training.data.user_data import (
     ArrayData,
     DatasetData,
@@ -88,7 +87,7 @@ class OwnModelWorkload(Workload):
         self.train, self.val = split_user_data(result)
         if isinstance(self.train, ArrayData):
             self.data_sha256 = self.train.sha256()
-        elif unseeded_shuffles(self.train.dataset):
+        elif _keras.unseeded_shuffles(self.train.dataset):
             self.log.line(
                 "warning: data_fn's training dataset shuffles without a seed, so "
                 "a resumed run trains on other batches than an uninterrupted one "

@@ -6,7 +6,7 @@ nor a global one set by `tf.random.set_seed` before it was made) then draws
 another order, and the resumed run trains on other batches than an
 uninterrupted one would.
 
-The pipeline is read through the datasets' Python objects (each knows its
+The pipeline is read through tf.data's private Python objects (each knows its
 inputs, and a shuffle its two seeds), which costs nothing even when the
 dataset holds its data as constants. Shuffles made inside functions the
 pipeline runs (`interleave`, `flat_map`) and random ops inside `map` are not
