@@ -176,7 +176,7 @@ DATA_CASES = [
     ("label 1000000", data_file("t.csv", "text,label\na,0\nb,1000000\n"), r"line 3: the largest label is 1000000 .* Renumber them\. "),
     ("label 40 of 2", data_file("t.csv", "text,label\na,0\nb,40\n"), r"line 3: .* give --num-classes 41 if that is meant"),
     ("label above --num-classes", data_file("t.csv", "text,label\na,0\nb,3\n", "--num-classes", "3"), r"line 3: label 3 is not below num_classes"),
-    ("bad utf-8 data", data_file("t.csv", b"text,label\na,0\ncaf\xe9,1\n"), r"t\.csv, line 3: not UTF-8"),
+    ("bad utf-8 data", data_file("t.csv", b"text,label\na,0\ncaf\xe9,1\n"), r"t\.csv, line 3, byte 18: not UTF-8"),
     ("negative label", data_file("t.jsonl", '{"text": "a", "label": -1}\n'), r"t\.jsonl, line 1: the label"),
     ("ids and names mixed", data_file("t.csv", "text,label\na,pos\nb,1\n"), r"t\.csv, line 3: the labels mix class ids and names .*Received: label=1$"),
     ("val name unknown", _with_val, r"v\.csv, line 2: label 'meh' is not a class"),

@@ -68,7 +68,7 @@ def bad_text(tmp_path, content):
 
 BAD = [
     ("empty file", lambda t: bad_text(t, b""), r"bad\.txt: the file is empty"),
-    ("not utf-8", lambda t: bad_text(t, b"ok\n\xc3\x28 text"), r"bad\.txt, byte 3 \(line 2\): not UTF-8"),
+    ("not utf-8", lambda t: bad_text(t, b"ok\n\xc3\x28 text"), r"bad\.txt, line 2, byte 3: not UTF-8"),
     ("shorter than a context", lambda t: bad_text(t, b"tiny"), r"shorter than one window of 17 tokens \(a context of --max-len 16"),
     ("no data", lambda t: [], r"--task lm trains on text: give data \(--data\)"),
     ("a classifier setting", lambda t: bad_text(t, b"x" * 99) + ["--pooling", "cls"], r"--pooling .*applies to tfnorm's classifier only"),
