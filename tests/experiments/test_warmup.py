@@ -10,6 +10,7 @@ import os
 import numpy as np
 import pytest
 
+from tfnorm import _keras
 from tfnorm._keras import tf
 from tfnorm.experiments import warmup
 from tfnorm.training.config.settings import ConfigError
@@ -46,8 +47,27 @@ NAMES = [
 def tiny_result(tmp_path_factory):
     output_dir = str(tmp_path_factory.mktemp("compare"))
     lines = []
+    determinism_before = _keras.op_determinism_enabled()
     result = warmup.run_comparison(output_dir, log=lines.append, **TINY)
+    assert _keras.op_determinism_enabled() == determinism_before
     return output_dir, result, lines
+
+
+def test_deterministic_ops_are_on_only_while_the_experiment_runs(tmp_path):
+    seen = []
+    with _keras.deterministic_ops():
+        seen.append(_keras.op_determinism_enabled())
+    assert seen == [True] and not _keras.op_determinism_enabled()
+    # Left on by a caller, it stays on.
+    tf.config.experimental.enable_op_determinism()
+    try:
+        with _keras.deterministic_ops():
+            pass
+        assert _keras.op_determinism_enabled()
+    finally:
+        from tensorflow.python.framework import config
+
+        config.disable_op_determinism()
 
 
 def test_writes_one_table_row_per_variant_and_one_per_seed(tiny_result):

@@ -25,6 +25,7 @@ when one does.
 
 from __future__ import annotations
 
+from tfnorm._keras.determinism import deterministic_ops, op_determinism_enabled
 from tfnorm._keras.einsum import EinsumDense
 from tfnorm._keras.hub import hub_encoder_sublayers, hub_encoder_width
 from tfnorm._keras.layers import (
@@ -174,4 +175,6 @@ __all__ = [
     "variable_path",
     "without_keras_mask",
     "unseeded_shuffles",
+    "deterministic_ops",
+    "op_determinism_enabled",
 ]

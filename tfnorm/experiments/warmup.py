@@ -28,12 +28,14 @@ Architecture"](https://arxiv.org/abs/2002.04745).
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import os
 
 import numpy as np
 
+from tfnorm import _keras
 from tfnorm._checks import is_int, is_real
 from tfnorm.choices import NORM_POSITIONS
 from tfnorm.experiments.warmup_report import (
@@ -117,8 +119,9 @@ def run_comparison(
     Each variant (see `variants`) is trained for each seed, with its
     learning rate warmed up linearly (or not) and then held at its peak.
     With `config.deterministic` (the default) TensorFlow's deterministic
-    ops are turned on for the process (`enable_op_determinism`), so the same
-    call on the same runtime gives the same numbers.
+    ops are on while it runs (`enable_op_determinism`; the process's own
+    setting is restored after), so the same call on the same runtime gives
+    the same numbers.
 
     Writes into `output_dir`:
 
@@ -170,7 +173,11 @@ def run_comparison(
     cfg = _resolve(config, overrides)
     _check_variant_settings(variant_settings, cfg.steps)
     os.makedirs(output_dir, exist_ok=True)
-    _seed_everything(cfg)
+    with _determinism(cfg):
+        return _run(output_dir, log, variant_settings, cfg)
+
+
+def _run(output_dir, log, variant_settings, cfg):
     logdir = os.path.join(output_dir, "tensorboard")
     task = make_task(cfg)
     chosen = variants(cfg, variant_settings)
@@ -195,15 +202,13 @@ def _resolve(config, overrides):
     return CompareConfig.from_dict({**values, **overrides}).resolve()
 
 
-def _seed_everything(cfg):
+def _determinism(cfg):
     # Every random draw is seeded (weights per run, data from NumPy
     # generators); deterministic kernels remove the rest of the run-to-run
-    # spread (the order of parallel reductions). TensorFlow has the switch
-    # since 2.8, so in every release tfnorm supports.
+    # spread (the order of parallel reductions), while the experiment runs.
     if cfg.deterministic:
-        from tfnorm._keras import tf
-
-        tf.config.experimental.enable_op_determinism()
+        return _keras.deterministic_ops()
+    return contextlib.nullcontext()
 
 
 def _check_variant_settings(settings, steps):
