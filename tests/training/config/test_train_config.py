@@ -59,7 +59,12 @@ def test_a_classifier_setting_with_model_fn_is_refused_naming_it(key, value):
 
 def test_a_model_fn_run_resolves_without_classifier_defaults():
     config = TrainConfig(model_fn="m:build", data_fn="m:load").resolve()
-    assert config.dff is None and config.resolve() is config
+    assert config.dff is None and config.norm is None
+    assert config.resolve() is config
+    # A copy with a changed path (as the run makes its paths absolute) is
+    # checked again: no classifier default may have been filled in.
+    moved = dataclasses.replace(config, logdir="/elsewhere/run").resolve()
+    assert moved.norm is None and moved.logdir == "/elsewhere/run"
 
 
 def test_resolve_returns_a_new_config_and_leaves_the_original_alone():

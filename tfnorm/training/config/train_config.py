@@ -331,8 +331,9 @@ class TrainConfig(DeclaredSettings):
 
     def _finish(self, values):
         checks.check_scope(values, type(self))
-        if values["norm"] is None and values["task"] != LANGUAGE_MODEL_TASK:
-            values["norm"] = "layer"
+        if values["norm"] is None and values["model_fn"] is None:
+            if values["task"] != LANGUAGE_MODEL_TASK:  # its preset's norm
+                values["norm"] = "layer"
         check_combinations(values)
         # The derived defaults, filled here once: what the run, its identity
         # and `--print-config` all read.
