@@ -189,7 +189,9 @@ def get_strategy(kind="auto", devices=None):
     if resolved == "multi_worker":
         return tf.distribute.MultiWorkerMirroredStrategy()
     if resolved == "mirrored":
-        return tf.distribute.MirroredStrategy(devices)
+        return tf.distribute.MirroredStrategy(
+            devices, cross_device_ops=_cpu_reduction(devices)
+        )
     if resolved == "one_device":
         if devices is None:
             devices = "/gpu:0" if tf.config.list_physical_devices("GPU") else "/cpu:0"
@@ -205,6 +207,21 @@ def get_strategy(kind="auto", devices=None):
 
 class DeviceError(ValueError):
     """A device named for a strategy does not exist or is not a device name."""
+
+
+def _cpu_reduction(devices):
+    """How replicas on CPUs only add their gradients (None: TensorFlow's
+    choice, NCCL on GPUs).
+
+    TensorFlow's default collective all-reduce keys each collective by an
+    instance number that a second MirroredStrategy over the same CPUs reuses:
+    a second run in the same process (a notebook) with another model aborts
+    with "Shape mismatch in the collective instance". Adding through one
+    device has no such state.
+    """
+    if devices and all("CPU" in str(device).upper() for device in devices):
+        return tf.distribute.ReductionToOneDevice()
+    return None
 
 
 def check_devices(devices):
