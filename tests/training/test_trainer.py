@@ -67,6 +67,19 @@ def checkpoint_values(checkpoint_path):
     }
 
 
+def assert_checkpoints_close(actual_path, expected_path):
+    """The same keys, every value within 1e-4: weights move by ~lr = 1e-2 a
+    step, and Adam's moments of gradients that are pure rounding noise
+    (~1e-5) may differ in sign, hence the absolute 1e-4."""
+    expected = checkpoint_values(expected_path)
+    actual = checkpoint_values(actual_path)
+    assert expected.keys() == actual.keys()
+    for name in expected:
+        np.testing.assert_allclose(
+            actual[name], expected[name], rtol=1e-4, atol=1e-4, err_msg=name
+        )
+
+
 def all_checkpoint_values_finite(checkpoint_path):
     reader = tf.train.load_checkpoint(checkpoint_path)
     for name, _ in tf.train.list_variables(checkpoint_path):
@@ -299,15 +312,7 @@ def test_mirrored_over_two_cpus_follows_the_one_device_trajectory(tmp_path):
     )
     assert len(single_losses) == len(mirrored_losses) == 6
     np.testing.assert_allclose(mirrored_losses, single_losses, atol=2e-4)
-    expected = checkpoint_values(single["checkpoint"])
-    actual = checkpoint_values(mirrored["checkpoint"])
-    assert expected.keys() == actual.keys()
-    # Weights move by ~lr = 1e-2 a step; Adam's moments of gradients that are
-    # pure rounding noise (~1e-5) may differ in sign, hence the absolute 1e-4.
-    for name in expected:
-        np.testing.assert_allclose(
-            actual[name], expected[name], rtol=1e-4, atol=1e-4, err_msg=name
-        )
+    assert_checkpoints_close(mirrored["checkpoint"], single["checkpoint"])
 
 
 def test_batch_size_must_split_over_replicas(tmp_path):

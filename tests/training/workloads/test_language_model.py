@@ -15,7 +15,12 @@ import re
 import numpy as np
 import pytest
 
-from tests.training.test_trainer import checkpoint_values, logged_losses, run
+from tests.training.test_trainer import (
+    assert_checkpoints_close,
+    checkpoint_values,
+    logged_losses,
+    run,
+)
 from tfnorm._keras import keras, tf
 from tfnorm.training.config.settings import ConfigError
 
@@ -182,13 +187,7 @@ def test_mirrored_over_two_cpus_follows_the_one_device_trajectory(tmp_path, corp
     np.testing.assert_allclose(
         logged_losses(mirrored_out), logged_losses(single_out), atol=2e-4
     )
-    expected = checkpoint_values(single["checkpoint"])
-    actual = checkpoint_values(mirrored["checkpoint"])
-    assert expected.keys() == actual.keys()
-    for name in expected:
-        np.testing.assert_allclose(
-            actual[name], expected[name], rtol=1e-4, atol=1e-4, err_msg=name
-        )
+    assert_checkpoints_close(mirrored["checkpoint"], single["checkpoint"])
 
 
 @pytest.mark.slow
