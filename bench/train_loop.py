@@ -18,7 +18,7 @@ Each side builds its model once and warms up (tracing) first. The ratio is
 tfnorm's time per step over fit's; `--repeats` repetitions give its median
 and spread. Wall clock; the load is checked as in `bench/norms.py`.
 
-    python bench/train_loop.py [--steps 200] [--repeats 7] [--require-idle]
+    python bench/train_loop.py [--steps 200] [--repeats 21] [--require-idle]
 """
 
 from __future__ import annotations
@@ -118,7 +118,7 @@ def fit_side(steps):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=200, help="steps per timing")
-    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--repeats", type=int, default=21)
     parser.add_argument("--log-every", type=int, default=10)
     parser.add_argument("--require-idle", action="store_true")
     parser.add_argument("--markdown", help="also write the table to this file")
