@@ -102,3 +102,76 @@ def test_another_backbone_is_rejected():
     )
     with pytest.raises(ValueError, match="Received: backbone=BertBackbone"):
         decoder_from_keras_hub(backbone)
+
+
+def _perturbed_decoder(preset, **options):
+    _keras.keras.utils.set_random_seed(3)
+    model = tfnorm.build_decoder(
+        2, 16, 4, 32, vocab_size=41, max_len=32, preset=preset, **options
+    )
+    # Away from unit scales and zero biases, so a weight copied to the wrong
+    # place shows in the logits.
+    rng = np.random.default_rng(4)
+    for variable in model.weights:
+        noise = 0.2 * rng.standard_normal(variable.shape)
+        variable.assign(variable.numpy() + noise.astype("float32"))
+    return model
+
+
+@pytest.mark.parametrize(
+    "preset, options",
+    [
+        ("llama", {"num_kv_heads": 2, "epsilon": 1e-5}),
+        ("llama", {"tie_embeddings": True}),
+        ("gpt2", {}),
+    ],
+)
+def test_to_keras_hub_gives_the_decoders_logits_and_greedy_tokens(preset, options):
+    hub = _keras_hub()
+    model = _perturbed_decoder(preset, **options)
+    backbone = tfnorm.models.decoder_to_keras_hub(model)
+    causal_lm_class = {
+        "llama": hub.models.LlamaCausalLM,
+        "gpt2": hub.models.GPT2CausalLM,
+    }
+    causal_lm = causal_lm_class[preset](backbone=backbone, preprocessor=None)
+    ids = np.random.default_rng(1).integers(1, 41, (3, 9)).astype("int32")
+    mask = np.ones((3, 9), bool)
+    mask[1, 5:] = False
+    expected = np.asarray(model([ids, mask.astype("float32")]))
+    got = np.asarray(causal_lm({"token_ids": ids, "padding_mask": mask}))
+    np.testing.assert_allclose(got[mask], expected[mask], rtol=1e-5, atol=1e-5)
+    causal_lm.compile(sampler="greedy")
+    padded = np.zeros((2, 10), "int32")
+    padded[:, :3] = ids[:2, :3]
+    generated = causal_lm.generate(
+        {"token_ids": padded, "padding_mask": padded != 0}, stop_token_ids=None
+    )["token_ids"]
+    np.testing.assert_array_equal(generated, tfnorm.generate(model, ids[:2, :3], 7))
+
+
+@pytest.mark.parametrize(
+    "preset, options, named",
+    [
+        ("llama", {"norm_position": "post"}, "norm_position='post'"),
+        ("llama", {"norm": "layer"}, "norm='LayerNormalization'"),
+        ("llama", {"feed_forward": "gelu"}, "feed_forward='gelu'"),
+        ("llama", {"position_embedding": "none"}, "position_embedding='none'"),
+        ("gpt2", {"epsilon": 1e-6}, "epsilon=1e-06"),
+        ("gpt2", {"tie_embeddings": False}, "lm_head='present'"),
+        ("gpt2", {"num_kv_heads": 2}, "num_kv_heads=2"),
+    ],
+)
+def test_to_keras_hub_names_the_option_keras_hub_lacks(preset, options, named):
+    # Checked before keras-hub is imported: the same message in every runtime.
+    model = tfnorm.build_decoder(
+        1, 16, 4, 32, vocab_size=41, max_len=16, preset=preset, **options
+    )
+    with pytest.raises(ValueError, match=re.escape(f"Received: {named}")):
+        tfnorm.models.decoder_to_keras_hub(model)
+
+
+def test_to_keras_hub_refuses_a_model_that_is_not_a_tfnorm_decoder():
+    model = tfnorm.build_encoder(1, 16, 4, 32)
+    with pytest.raises(ValueError, match="Received: model=EncoderModel"):
+        tfnorm.models.decoder_to_keras_hub(model)

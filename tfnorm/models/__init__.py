@@ -8,7 +8,7 @@ from tfnorm.models.builders import build_encoder, encoder_from_keras_hub, encode
 from tfnorm.models.classifier import build_classifier
 from tfnorm.models.decoder_block import TransformerDecoderBlock
 from tfnorm.models.decoder_builders import DECODER_PRESETS, build_decoder, decoder_layer
-from tfnorm.models.decoder_interop import decoder_from_keras_hub
+from tfnorm.models.decoder_interop import decoder_from_keras_hub, decoder_to_keras_hub
 from tfnorm.models.decoder_layers import PositionEmbedding, TokenEmbedding
 from tfnorm.models.decoder_model import DecoderModel
 from tfnorm.models.encoder_block import TransformerEncoderBlock
@@ -30,6 +30,7 @@ __all__ = [
     "TransformerDecoderBlock",
     "build_decoder",
     "decoder_from_keras_hub",
+    "decoder_to_keras_hub",
     "decoder_layer",
     "EncoderModel",
     "MatrixInitializer",

@@ -1,16 +1,19 @@
-"""`decoder_from_keras_hub`: keras-hub's Llama and GPT-2 backbones as tfnorm decoders.
+"""keras-hub's Llama and GPT-2 backbones as tfnorm decoders, and back.
 
 The tfnorm decoder stores each weight in the shape keras-hub does (see
-`TransformerDecoderBlock`), so converting is building the model of the same
-architecture and copying the weights by path. Only public Keras API is used:
-the backbone's `get_config()` and its variables' `path`.
+`TransformerDecoderBlock`), so converting either way is building the model of
+the same architecture and copying the weights by path. Only public Keras API
+is used: the configs (`get_config()`) and the variables' `path`.
 """
 
 from __future__ import annotations
 
 import re
 
+from tfnorm.layers.layer_normalization import LayerNormalization
+from tfnorm.layers.rms_norm import RMSNorm
 from tfnorm.models.decoder_builders import build_decoder
+from tfnorm.models.decoder_model import DecoderModel
 
 # keras-hub Llama options that tfnorm's decoder has no counterpart for, with
 # the value that means "off".
@@ -183,3 +186,155 @@ def _build(config, options):
         max_len=options.pop("max_len"),
         **options,
     )
+
+
+# What a tfnorm decoder must be to have a keras-hub counterpart: block
+# options, and the model-level layers (`None`: the layer must be absent).
+_HUB_LAYOUTS = {
+    "LlamaBackbone": {
+        "block": {"norm_position": "pre", "feed_forward": "swiglu", "use_bias": False},
+        "norm": RMSNorm,
+        "layers": {"final_norm": True, "position_embedding": False},
+    },
+    "GPT2Backbone": {
+        "block": {
+            "norm_position": "pre",
+            "feed_forward": "gelu_tanh",
+            "use_bias": True,
+            "rope_max_wavelength": None,
+        },
+        "norm": LayerNormalization,
+        "layers": {"final_norm": True, "position_embedding": True, "lm_head": False},
+    },
+}
+
+
+def _hub_architecture(model):
+    if not isinstance(model, DecoderModel) or not model.blocks:
+        raise ValueError(
+            "decoder_to_keras_hub converts a tfnorm decoder (`build_decoder`). "
+            f"Received: model={type(model).__name__}"
+        )
+    if model._optional_layer("position_embedding") is not None:
+        return "GPT2Backbone"
+    return "LlamaBackbone"
+
+
+def _refuse(architecture, option, value):
+    raise ValueError(
+        f"keras-hub's {architecture} has no counterpart for this decoder's "
+        f"`{option}`. Received: {option}={value!r}"
+    )
+
+
+def _check_hub_layout(model, architecture):
+    layout = _HUB_LAYOUTS[architecture]
+    block = model.blocks[0]
+    config = block.get_config()
+    for other in model.blocks[1:]:
+        differing = sorted(
+            key
+            for key, value in other.get_config().items()
+            if key != "name" and config.get(key) != value
+        )
+        if differing:
+            key = differing[0]
+            _refuse(architecture, f"{other.name}.{key}", other.get_config()[key])
+    for option, value in layout["block"].items():
+        if config[option] != value:
+            _refuse(architecture, option, config[option])
+    if architecture == "LlamaBackbone" and config["rope_max_wavelength"] is None:
+        _refuse(architecture, "position_embedding", "none")
+    if architecture == "GPT2Backbone" and block.num_kv_heads != block.num_heads:
+        _refuse(architecture, "num_kv_heads", block.num_kv_heads)
+    norm = block.attention_norm
+    if type(norm) is not layout["norm"]:
+        _refuse(architecture, "norm", type(norm).__name__)
+    for option, plain in (("partial", None), ("zero_centered_gamma", False)):
+        if getattr(norm, option, plain) != plain:
+            _refuse(architecture, f"norm.{option}", getattr(norm, option))
+    if architecture == "GPT2Backbone" and norm.epsilon != 1e-5:
+        # keras-hub's GPT-2 blocks fix their LayerNorms' epsilon at 1e-5.
+        _refuse(architecture, "epsilon", norm.epsilon)
+    for name, present in layout["layers"].items():
+        if (model._optional_layer(name) is not None) != present:
+            _refuse(architecture, name, "present" if not present else "absent")
+
+
+def _hub_config(model, architecture):
+    block = model.blocks[0]
+    sizes = {
+        "vocabulary_size": model.vocab_size,
+        "num_layers": len(model.blocks),
+        "hidden_dim": block.d_model,
+        "intermediate_dim": block.dff,
+        "dropout": block.dropout_rate,
+    }
+    if architecture == "GPT2Backbone":
+        return {
+            **sizes,
+            "num_heads": block.num_heads,
+            "max_sequence_length": model.get_layer("position_embedding").max_len,
+        }
+    return {
+        **sizes,
+        "num_query_heads": block.num_heads,
+        "num_key_value_heads": block.num_kv_heads,
+        "rope_max_wavelength": block.rope_max_wavelength,
+        "layer_norm_epsilon": block.attention_norm.epsilon,
+        "tie_word_embeddings": model._optional_layer("lm_head") is None,
+    }
+
+
+def decoder_to_keras_hub(model):
+    """The keras-hub backbone equal to a tfnorm decoder of Llama's or GPT-2's layout.
+
+    The reverse of `decoder_from_keras_hub`: a `tfnorm.build_decoder` model
+    with the `"llama"` layout (Pre-LN RMSNorm, RoPE, SwiGLU, no biases, a
+    final norm; grouped-query attention and a tied head allowed) becomes a
+    keras-hub `LlamaBackbone`, one with the `"gpt2"` layout (Pre-LN
+    LayerNorm at epsilon 1e-5, learned positions, GELU, biases, a final norm,
+    the tied head) a `GPT2Backbone`, with every weight copied. Wrapped in
+    keras-hub's `LlamaCausalLM` / `GPT2CausalLM` it gives the decoder's
+    logits. Keras 3 with keras-hub installed.
+
+    Example:
+
+    ```python
+    import keras_hub, tfnorm
+    model = tfnorm.build_decoder(2, 32, 4, 64, vocab_size=100, max_len=128)
+    backbone = tfnorm.models.decoder_to_keras_hub(model)
+    causal_lm = keras_hub.models.LlamaCausalLM(backbone, preprocessor=None)
+    ```
+
+    Args:
+        model: a `tfnorm.models.DecoderModel`.
+
+    Returns:
+        A keras-hub `LlamaBackbone` or `GPT2Backbone` with the model's weights.
+
+    Raises:
+        ValueError: naming the option and value keras-hub's backbone has no
+            counterpart for (another norm, norm position or feed-forward,
+            blocks that differ), or for a model that is not a tfnorm decoder.
+        ImportError: without keras-hub.
+    """
+    architecture = _hub_architecture(model)
+    _check_hub_layout(model, architecture)
+    import keras_hub
+
+    backbone_class = getattr(keras_hub.models, architecture)
+    backbone = backbone_class(**_hub_config(model, architecture))
+    sources = {_path_in_model(v, model): v for v in model.weights}
+    for variable in backbone.weights:
+        path = _tfnorm_path(variable.path)
+        if path is None or path not in sources:
+            raise ValueError(
+                "decoder_to_keras_hub does not know which weight of tfnorm's "
+                f"decoder fills keras-hub's {variable.path!r}. "
+                f"Received: model={model.name}"
+            )
+        variable.assign(sources.pop(path).numpy())
+    if sources:
+        _refuse(architecture, "weight", sorted(sources)[0])
+    return backbone
