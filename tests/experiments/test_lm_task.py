@@ -24,25 +24,25 @@ TINY = {
     "dff": 16,
     "seq_len": 16,
     "batch_size": 4,
-    "steps": 6,
+    "steps": 10,
     "learning_rate": 1e-2,
-    "warmup_steps": 2,
+    "warmup_steps": 3,
     "seeds": (3,),
     "eval_size": 4,
-    "eval_every": 3,
-    "histogram_every": 3,
+    "eval_every": 5,
+    "histogram_every": 5,
     "jit_compile": False,
 }
-# Linear warm-up over 2 steps (rates 1/2, 1 of the peak), then the peak.
-TINY_MEAN_RATE = 1e-2 * (1 / 2 + 1 + 4) / 6
+# Linear warm-up over 3 steps (rates 1/3, 2/3, 1 of the peak), then the peak.
+TINY_MEAN_RATE = 1e-2 * (1 / 3 + 2 / 3 + 1 + 7) / 10
 NAMES = [
     "post-LN, no warm-up",
-    "post-LN, warm-up 2",
+    "post-LN, warm-up 3",
     f"post-LN, no warm-up, rate {TINY_MEAN_RATE:.3g}",
     "pre-LN, no warm-up",
-    "pre-LN, warm-up 2",
-    "pre-LN, warm-up 2, RMSNorm",
-    "pre-LN, warm-up 2, DynamicTanh",
+    "pre-LN, warm-up 3",
+    "pre-LN, warm-up 3, RMSNorm",
+    "pre-LN, warm-up 3, DynamicTanh",
 ]
 
 
@@ -143,6 +143,7 @@ def test_lm_defaults_and_its_norm_comparison():
         ({"task": "mlm", "norms": "dyt"}, "norms", "task='mlm'"),
         ({"task": "lm", "norms": ("batch",)}, "norms", "norms='batch'"),
         ({"task": "lm", "norms": ()}, "norms", r"norms=()"),
+        ({"task": "lm", "seq_len": 5000}, "seq_len", "seq_len=5000"),
     ],
 )
 def test_settings_that_do_not_apply_are_named(overrides, key, message):
@@ -161,7 +162,7 @@ def test_one_row_per_placement_and_norm_variant(tiny_result):
     with open(os.path.join(output_dir, "results.md")) as f:
         summary, per_seed = f.read().split("Every seed:")
     assert "Unigram model of the training bytes" in summary
-    assert "| pre-LN, warm-up 2, DynamicTanh | dyt |" in summary
+    assert "| pre-LN, warm-up 3, DynamicTanh | dyt |" in summary
     assert len(per_seed.strip().splitlines()) == 2 + len(NAMES)
     with open(os.path.join(output_dir, "results.json")) as f:
         saved = json.load(f)
@@ -175,7 +176,7 @@ def test_every_run_measures_bits_per_byte_threshold_and_step_time(tiny_result):
     threshold = result["task"]["threshold_bits_per_byte"] * math.log(2)
     for run in result["runs"]:
         assert len(run["losses"]) == TINY["steps"]
-        assert run["eval_steps"] == [3, 6]
+        assert run["eval_steps"] == [5, 10]
         assert run["final_bits_per_byte"] == pytest.approx(
             run["final_val_loss"] / math.log(2)
         )
@@ -206,7 +207,7 @@ def _histogram_tags(event_dir):
 def test_tensorboard_has_histograms_of_every_decoder_norm(tiny_result):
     output_dir, _, _ = tiny_result
     runs = sorted(os.listdir(os.path.join(output_dir, "tensorboard")))
-    assert "pre_warmup2_rms_seed3" in runs and "pre_warmup2_dyt_seed3" in runs
+    assert "pre_warmup3_rms_seed3" in runs and "pre_warmup3_dyt_seed3" in runs
     for run in runs:
         tags = _histogram_tags(os.path.join(output_dir, "tensorboard", run, "norms"))
         # Two norms per block, and a final norm after a Pre-LN stack.
@@ -242,10 +243,10 @@ def test_depths_sweep_decoders_and_report_bits_per_byte(tmp_path):
     rows = result["sweep"]["rows"]
     assert [(r["num_layers"], r["variant"]) for r in rows] == [
         (1, "post-LN, no warm-up"),
-        (1, "post-LN, warm-up 1"),
+        (1, "post-LN, warm-up 2"),
         (1, "pre-LN, no warm-up"),
         (2, "post-LN, no warm-up"),
-        (2, "post-LN, warm-up 1"),
+        (2, "post-LN, warm-up 2"),
         (2, "pre-LN, no warm-up"),
     ]
     assert all(0 < r["final_bits_per_byte_mean"] < 10 for r in rows)

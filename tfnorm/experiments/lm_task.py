@@ -183,8 +183,9 @@ class ByteTextTask:
                 part_targets = np.pad(part_targets, pad)
                 weights = np.pad(weights, pad)
             accuracy, loss = evaluate(part_inputs, part_targets, weights)
-            total_hits += float(accuracy) * weights.sum()
-            total_loss += float(loss) * weights.sum()
+            count = float(weights.sum())
+            total_hits += float(accuracy) * count
+            total_loss += float(loss) * count
         loss = total_loss / targets.size
         return {
             "final_val_loss": loss,

@@ -65,6 +65,8 @@ TASK_SIZES = {
 }
 #: The norms the decoder experiment compares at Pre-LN when `norms` is unset.
 LM_NORMS = ("layer", "rms", "dyt")
+#: The longest context of the decoder experiment.
+MAX_LM_SEQ_LEN = 4096
 
 
 def _seeds(key, value):
@@ -341,6 +343,13 @@ def _finish_lm(values):
             f"vocab_size={values['vocab_size']!r} with task='lm'",
         )
     values["vocab_size"] = VOCAB_SIZE
+    if values["seq_len"] > MAX_LM_SEQ_LEN:
+        raise ConfigError(
+            "seq_len",
+            f"`seq_len` must be at most {MAX_LM_SEQ_LEN} for task 'lm', so that "
+            "the held-out text (about 46,000 bytes) holds several windows. "
+            f"Received: seq_len={values['seq_len']!r}",
+        )
     if values["norms"] is None:
         values["norms"] = LM_NORMS
 
