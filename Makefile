@@ -115,7 +115,8 @@ demo: venv
 
 # The decoder experiment: the same design with causal decoders predicting the
 # next byte of Python's own documentation text, plus LayerNorm vs RMSNorm vs
-# DyT at Pre-LN (`tfnorm compare --task lm`). COMPARE_ARGS as for `demo`.
+# DyT at Pre-LN (`tfnorm compare --task lm`; 21 runs, docs/experiments.md
+# section 5 gives the measured table and time). COMPARE_ARGS as for `demo`.
 DEMO_LM_DIR ?= runs/compare-lm
 demo-lm: venv
 	$(VENV)/bin/tfnorm compare --task lm --output-dir $(DEMO_LM_DIR) $(COMPARE_ARGS)

@@ -269,3 +269,26 @@ def test_compare_task_lm_prints_the_bits_per_byte_table(tmp_path, capsys):
     with open(os.path.join(output_dir, "results.json")) as f:
         saved = json.load(f)
     assert saved["config"]["task"] == "lm" and saved["config"]["norms"] == ["layer"]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    shutil.which("make") is None
+    or not os.path.exists(os.path.join(REPO, ".venv", "bin", "python")),
+    reason="`make demo-lm` runs the repository's .venv, which does not run here",
+)
+def test_make_demo_lm_runs_the_decoder_experiment(tmp_path):
+    output_dir = str(tmp_path / "demo-lm")
+    flags = [flag for flag in LM_TINY_FLAGS if flag not in ("--task", "lm")]
+    result = subprocess.run(
+        [
+            "make", "-s", "-o", ".venv/.installed", "demo-lm",
+            f"DEMO_LM_DIR={output_dir}", "COMPARE_ARGS=" + " ".join(flags),
+        ],
+        cwd=REPO, env=dict(os.environ), capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "Unigram model of the training bytes" in result.stdout
+    assert f"plot:        {output_dir}/comparison.png" in result.stdout
+    with open(os.path.join(output_dir, "results.json")) as f:
+        assert json.load(f)["task"]["name"] == "lm"
