@@ -28,6 +28,7 @@ import numpy as np
 from tfnorm import _keras
 from tfnorm._keras import keras, tf
 from tfnorm.experiments.gradients import layer_gradient_norms
+from tfnorm.experiments.lm_task import ByteTextTask, build_decoder_model, norm_epsilon
 from tfnorm.experiments.warmup_report import EARLY_STEPS
 from tfnorm.optim.optimizers import make_optimizer
 from tfnorm.optim.schedules import WarmupSchedule
@@ -46,6 +47,8 @@ class ReverseTask:
     name = "reverse"
     description = "token reversal (target = input reversed), synthetic"
     target_accuracy = 0.95
+    #: No loss threshold: the target is the accuracy.
+    target_loss = None
 
     def __init__(self, vocab_size, seq_len, eval_size):
         self.vocab_size, self.seq_len = vocab_size, seq_len
@@ -60,9 +63,15 @@ class ReverseTask:
         tokens, targets = reverse_task(rng, batch_size, self.seq_len, self.vocab_size)
         return tokens, targets, np.ones(tokens.shape, "float32")
 
+    def final_measures(self, evaluate):
+        """Nothing beyond the curves: the evaluation set is the whole measure."""
+        return {}
+
 
 def make_task(cfg):
     """The task `cfg.task` names, at `cfg`'s sizes."""
+    if cfg.task == "lm":
+        return ByteTextTask(cfg.seq_len, cfg.eval_size)
     if cfg.task == "mlm":
         from tfnorm.experiments.text_task import MaskedTextTask
 
@@ -131,7 +140,7 @@ class PositionTrainer:
     of its schedule at every step.
     """
 
-    def __init__(self, position, cfg, vocab_size, num_layers=None):
+    def __init__(self, position, cfg, vocab_size, num_layers=None, norm=None):
         keras.backend.clear_session()
         # The first build's weights are replaced by every run's `reset`, but
         # under op determinism (which the experiment turns on for the
@@ -142,6 +151,8 @@ class PositionTrainer:
         self.cfg = cfg
         self.vocab_size = vocab_size
         self.num_layers = num_layers or cfg.num_layers
+        self.norm = norm or cfg.norm
+        self.epsilon = cfg.epsilon if self.norm == cfg.norm else norm_epsilon(cfg, norm)
         self.model, self.encoder = self._build()
         # The calibrated setting: Adam with beta_2 0.98, no clipping (clipping
         # hides the Post-LN instability) and no weight decay.
@@ -154,16 +165,17 @@ class PositionTrainer:
 
     def _build(self):
         cfg = self.cfg
-        return build_model(
+        build = build_decoder_model if cfg.task == "lm" else build_model
+        return build(
             self.num_layers,
             cfg.d_model,
             cfg.num_heads,
             cfg.dff,
             self.vocab_size,
             cfg.seq_len,
-            norm=cfg.norm,
+            norm=self.norm,
             norm_position=self.position,
-            epsilon=cfg.epsilon,
+            epsilon=self.epsilon,
         )
 
     def reset(self, seed):
@@ -194,14 +206,15 @@ class PositionTrainer:
 
 
 class _Record(Action):
-    """Keeps every step's loss and gradient norm, and writes them with the rate."""
+    """Keeps every step's loss, gradient norm and time, and writes them with the rate."""
 
     def __init__(self):
-        self.losses, self.gradient_norms = [], []
+        self.losses, self.gradient_norms, self.step_seconds = [], [], []
 
     def on_step_end(self, step, logs):
         self.losses.append(logs["loss"])
         self.gradient_norms.append(logs["gradient_norm"])
+        self.step_seconds.append(logs["step_seconds"])
         # TensorBoard steps count from 0 here, as in the published runs.
         tf.summary.scalar("loss", logs["loss"], step=step - 1)
         tf.summary.scalar("gradient_norm", logs["gradient_norm"], step=step - 1)
@@ -254,9 +267,10 @@ def train_run(trainer, variant, seed, task, logdir, log):
 
     `variant` is a dict with `name`, `warmup_steps` and `learning_rate`
     (the peak). The record holds the variant, its rates, every step's loss
-    and gradient norm, the evaluations, the steps to the task's target
-    accuracy and the per-layer gradient norms at initialisation; one
-    progress line goes to `log`.
+    and gradient norm, its median step time, the evaluations, the steps to
+    the task's target (accuracy, or a held-out loss threshold), the
+    per-layer gradient norms at initialisation and the task's final
+    measures (`task.final_measures`); one progress line goes to `log`.
     """
     cfg = trainer.cfg
     steps = cfg.steps
@@ -296,22 +310,34 @@ def train_run(trainer, variant, seed, task, logdir, log):
     run = {
         "variant": variant["name"],
         "norm_position": trainer.position,
+        "norm": trainer.norm,
         "num_layers": trainer.num_layers,
         "warmup_steps": variant["warmup_steps"],
         "learning_rate": variant["learning_rate"],
         "mean_learning_rate": float(np.mean(rates)),
         "steps": steps,
         "seed": seed,
-        **_curves(record, evaluate.evals, task.target_accuracy),
+        **_curves(record, evaluate.evals, task),
         "init_layer_gradient_norms": init_norms,
         "seconds": seconds,
+        **task.final_measures(
+            lambda *parts: trainer.evaluate(*(tf.constant(p) for p in parts))
+        ),
     }
-    log(
-        f"  {variant['name']:<34} seed {seed}: final accuracy "
-        f"{run['final_accuracy']:.3f}, steps to target: "
-        f"{run['steps_to_target'] or '-'}, {1000 * seconds / steps:.0f} ms/step"
-    )
+    log(f"  {variant['name']:<34} seed {seed}: {_outcome(run)}")
     return run
+
+
+def _outcome(run):
+    """The progress line's account of a finished run."""
+    if "final_bits_per_byte" in run:
+        result = f"held-out {run['final_bits_per_byte']:.3f} bits per byte"
+    else:
+        result = f"final accuracy {run['final_accuracy']:.3f}"
+    return (
+        f"{result}, steps to target: {run['steps_to_target'] or '-'}, "
+        f"{run['step_ms']:.0f} ms/step"
+    )
 
 
 def _step_function(trainer, task, rates, seed):
@@ -323,26 +349,34 @@ def _step_function(trainer, task, rates, seed):
         batch = task.batch(rng, batch_size)
         rate = float(rates[step - 1])
         trainer.optimizer.learning_rate = rate
+        started = time.perf_counter()
         loss, grad_norm = trainer.train_step(*(tf.constant(part) for part in batch))
+        loss = float(loss)  # waits for the step
         return {
-            "loss": float(loss),
+            "loss": loss,
             "gradient_norm": float(grad_norm),
             "learning_rate": rate,
+            "step_seconds": time.perf_counter() - started,
         }
 
     return step_fn
 
 
-def _curves(record, evals, target):
+def _curves(record, evals, task):
     """A run's recorded curves and what the table reads from them.
 
     The gradient norm of step 0 (at the initial weights, the same for every
     variant of a seed) is kept apart from the early phase, steps 1 to
-    `EARLY_STEPS`, where warm-up acts.
+    `EARLY_STEPS`, where warm-up acts. The target is the task's accuracy,
+    or (language modelling) its held-out loss threshold. The step time is
+    the median over the run's steps: the first, which may compile, and the
+    evaluations are left out by it.
     """
     reached = None
-    if target is not None:
-        reached = next((s for s, acc, _ in evals if acc >= target), None)
+    if task.target_accuracy is not None:
+        reached = next((s for s, acc, _ in evals if acc >= task.target_accuracy), None)
+    elif task.target_loss is not None:
+        reached = next((s for s, _, loss in evals if loss <= task.target_loss), None)
     norms = record.gradient_norms
     return {
         "losses": record.losses,
@@ -353,6 +387,7 @@ def _curves(record, evals, target):
         "final_accuracy": evals[-1][1],
         "final_eval_loss": evals[-1][2],
         "steps_to_target": reached,
+        "step_ms": 1000.0 * float(np.median(record.step_seconds)),
         "gradient_norm_step0": norms[0],
         "max_gradient_norm_early": max(norms[1 : EARLY_STEPS + 1] or norms[:1]),
     }

@@ -56,12 +56,17 @@ DEFAULT_WARMUP_FRACTION = 0.2
 #: The norms' epsilon: the Transformer setting (PyTorch and keras-hub use it too).
 DEFAULT_EPSILON = 1e-5
 
-#: Per-task sizes used when `vocab_size` or `seq_len` is left unset.
+#: Per-task values of the settings left unset (None).
 TASK_SIZES = {
-    "reverse": {"vocab_size": 10, "seq_len": 12},
-    "mlm-char": {"vocab_size": 48, "seq_len": 64},
-    "mlm-word": {"vocab_size": 1000, "seq_len": 32},
+    "reverse": {"vocab_size": 10, "seq_len": 12, "batch_size": 32, "eval_size": 512},
+    "mlm-char": {"vocab_size": 48, "seq_len": 64, "batch_size": 32, "eval_size": 512},
+    "mlm-word": {"vocab_size": 1000, "seq_len": 32, "batch_size": 32, "eval_size": 512},
+    "lm": {"seq_len": 64, "batch_size": 16, "eval_size": 64},
 }
+#: The norms the decoder experiment compares at Pre-LN when `norms` is unset.
+LM_NORMS = ("layer", "rms", "dyt")
+#: The longest context of the decoder experiment.
+MAX_LM_SEQ_LEN = 4096
 
 
 def _seeds(key, value):
@@ -116,6 +121,20 @@ def _norm(key, value):
     return short
 
 
+def _norms(key, value):
+    if isinstance(value, str):
+        value = value.replace(",", " ").split()
+    if not isinstance(value, (list, tuple)) or not value:
+        raise ValueError(
+            f"`{key}` must name at least one norm ({spelled_out(NORM_NAMES)}). "
+            f"Received: {key}={value!r}"
+        )
+    return tuple(dict.fromkeys(_norm(key, name) for name in value))
+
+
+_norms.many = True  # a list: `--flag A B C`
+
+
 @dataclasses.dataclass
 class CompareConfig(DeclaredSettings):
     """The settings of `tfnorm.experiments.warmup.run_comparison` and `tfnorm compare`.
@@ -131,7 +150,8 @@ class CompareConfig(DeclaredSettings):
         "reverse: synthetic token reversal (target = input reversed); mlm: "
         "BERT-style masked-language modelling on real English text, the Python "
         "language reference's prose that ships with CPython "
-        "(pydoc_data.topics.topics), no download",
+        "(pydoc_data.topics.topics), no download; lm: causal decoders "
+        "(tfnorm.build_decoder) predicting the next byte of that text",
         choice(COMPARE_TASKS),
     )
     text_unit: str = setting(
@@ -144,7 +164,8 @@ class CompareConfig(DeclaredSettings):
         None,
         TASK,
         "token vocabulary: symbols of the reverse task, or the most frequent "
-        "characters or words of the text for mlm (plus [MASK] and [UNK])",
+        "characters or words of the text for mlm (plus [MASK] and [UNK]); "
+        "lm reads bytes (257 tokens with end-of-text) and takes none",
         POSITIVE,
         optional=True,
         default_text="10 for reverse; for mlm 48 characters or 1000 words",
@@ -155,13 +176,22 @@ class CompareConfig(DeclaredSettings):
         "sequence length (characters or words for mlm)",
         integer(2),
         optional=True,
-        default_text="12 for reverse; for mlm 64 characters or 32 words",
+        default_text="12 for reverse; for mlm 64 characters or 32 words; 64 bytes for lm",
     )
     num_layers: int = setting(6, MODEL, "encoder blocks", POSITIVE)
     d_model: int = setting(32, MODEL, "model width", POSITIVE)
     num_heads: int = setting(4, MODEL, "attention heads", POSITIVE)
     dff: int = setting(128, MODEL, "feed-forward width", POSITIVE)
     norm: str = setting("layer", MODEL, f"norm for every block: {norms_help()}", _norm)
+    norms: tuple | None = setting(
+        None,
+        MODEL,
+        "lm only: the norms also compared at Pre-LN with warm-up, one run each",
+        _norms,
+        optional=True,
+        metavar="NORM",
+        default_text=" ".join(LM_NORMS) + " for lm",
+    )
     epsilon: float | None = setting(
         None,
         MODEL,
@@ -170,7 +200,14 @@ class CompareConfig(DeclaredSettings):
         optional=True,
         default_text=f"{DEFAULT_EPSILON:g}; none for a norm without a statistic (dyt)",
     )
-    batch_size: int = setting(32, TRAINING, "batch size", POSITIVE)
+    batch_size: int | None = setting(
+        None,
+        TRAINING,
+        "batch size",
+        POSITIVE,
+        optional=True,
+        default_text="32; 16 for lm",
+    )
     steps: int = setting(300, TRAINING, "training steps per run", POSITIVE)
     learning_rate: float = setting(
         1e-2,
@@ -191,8 +228,14 @@ class CompareConfig(DeclaredSettings):
     seeds: tuple = setting(
         (0, 1, 2), TRAINING, "seeds to run each variant with", _seeds, metavar="SEED"
     )
-    eval_size: int = setting(
-        512, MEASUREMENT, "sequences in the fixed evaluation set", POSITIVE
+    eval_size: int | None = setting(
+        None,
+        MEASUREMENT,
+        "sequences in the fixed evaluation set (lm: held-out windows of the "
+        "curves; the final bits per byte read the whole held-out text)",
+        POSITIVE,
+        optional=True,
+        default_text="512; 64 for lm",
     )
     eval_every: int = setting(10, MEASUREMENT, "evaluate every N steps", POSITIVE)
     histogram_every: int = setting(
@@ -248,6 +291,15 @@ class CompareConfig(DeclaredSettings):
         for key, size in TASK_SIZES[sizes].items():
             if values[key] is None:
                 values[key] = size
+        if sizes == "lm":
+            _finish_lm(values)
+        elif values["norms"] is not None:
+            raise ConfigError(
+                "norms",
+                "`norms` compares norms in the decoder experiment (task 'lm') "
+                f"only. Received: norms={list(values['norms'])!r} with "
+                f"task={values['task']!r}",
+            )
         takes_epsilon = NORMS[values["norm"]].takes_epsilon
         if values["epsilon"] is None and takes_epsilon:
             values["epsilon"] = DEFAULT_EPSILON
@@ -278,6 +330,28 @@ class CompareConfig(DeclaredSettings):
                 "`d_model` must be divisible by `num_heads`. Received: "
                 f"d_model={values['d_model']}, num_heads={values['num_heads']}",
             )
+
+
+def _finish_lm(values):
+    from tfnorm.training.data.byte_text import VOCAB_SIZE
+
+    if values["vocab_size"] not in (None, VOCAB_SIZE):
+        raise ConfigError(
+            "vocab_size",
+            f"task 'lm' reads bytes: its vocabulary is {VOCAB_SIZE} tokens "
+            "(256 bytes and end-of-text) and takes no `vocab_size`. Received: "
+            f"vocab_size={values['vocab_size']!r} with task='lm'",
+        )
+    values["vocab_size"] = VOCAB_SIZE
+    if values["seq_len"] > MAX_LM_SEQ_LEN:
+        raise ConfigError(
+            "seq_len",
+            f"`seq_len` must be at most {MAX_LM_SEQ_LEN} for task 'lm', so that "
+            "the held-out text (about 46,000 bytes) holds several windows. "
+            f"Received: seq_len={values['seq_len']!r}",
+        )
+    if values["norms"] is None:
+        values["norms"] = LM_NORMS
 
 
 #: The default of every setting, by name (what `--help` shows).
