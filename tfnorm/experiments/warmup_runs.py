@@ -27,7 +27,14 @@ import numpy as np
 
 from tfnorm import _keras
 from tfnorm._keras import keras, tf
+from tfnorm.experiments.controls import offset_inputs, scale_norm_gammas
 from tfnorm.experiments.gradients import layer_gradient_norms
+from tfnorm.experiments.layer_gradients import (
+    block_variable_groups,
+    gradient_spread,
+    per_block_norms,
+    stack_blocks,
+)
 from tfnorm.experiments.warmup_report import EARLY_STEPS
 from tfnorm.optim.optimizers import make_optimizer
 from tfnorm.optim.schedules import WarmupSchedule
@@ -78,11 +85,21 @@ def learning_rates(peak, warmup_steps, steps):
     return schedule(np.arange(steps)).numpy().astype("float64")
 
 
-def build_model(num_layers, d_model, num_heads, dff, vocab_size, seq_len, **options):
+def build_model(
+    num_layers,
+    d_model,
+    num_heads,
+    dff,
+    vocab_size,
+    seq_len,
+    input_offset=0.0,
+    **options,
+):
     """Token + position embeddings, a tfnorm encoder, and per-token logits.
 
     Both embeddings are initialised N(0, 1): with small position embeddings
-    neither variant learns the reverse task in a few hundred steps.
+    neither variant learns the reverse task in a few hundred steps. A
+    non-zero `input_offset` is added to every feature of the embeddings.
 
     Returns:
         `(model, encoder)`.
@@ -98,6 +115,8 @@ def build_model(num_layers, d_model, num_heads, dff, vocab_size, seq_len, **opti
         embeddings_initializer=keras.initializers.RandomNormal(stddev=1.0),
         name="embedding",
     )(tokens)
+    if input_offset:
+        embedded = offset_inputs(embedded, input_offset)
     encoder = build_encoder(
         num_layers,
         d_model,
@@ -143,6 +162,9 @@ class PositionTrainer:
         self.vocab_size = vocab_size
         self.num_layers = num_layers or cfg.num_layers
         self.model, self.encoder = self._build()
+        self.block_groups = block_variable_groups(
+            self.model, stack_blocks(self.encoder)
+        )
         # The calibrated setting: Adam with beta_2 0.98, no clipping (clipping
         # hides the Post-LN instability) and no weight decay.
         self.optimizer = make_optimizer(
@@ -154,17 +176,21 @@ class PositionTrainer:
 
     def _build(self):
         cfg = self.cfg
-        return build_model(
+        model, encoder = build_model(
             self.num_layers,
             cfg.d_model,
             cfg.num_heads,
             cfg.dff,
             self.vocab_size,
             cfg.seq_len,
+            input_offset=cfg.input_offset,
             norm=cfg.norm,
             norm_position=self.position,
             epsilon=cfg.epsilon,
         )
+        if cfg.gamma_init != 1.0:
+            scale_norm_gammas(model, cfg.gamma_init)
+        return model, encoder
 
     def reset(self, seed):
         keras.utils.set_random_seed(seed)
@@ -180,7 +206,8 @@ class PositionTrainer:
             loss = weighted_cross_entropy(targets, logits, weights)
         grads = tape.gradient(loss, model.trainable_variables)
         self.optimizer.apply_gradients(zip(grads, model.trainable_variables))
-        return loss, tf.linalg.global_norm(grads)
+        blocks = per_block_norms(grads, self.block_groups)
+        return loss, tf.linalg.global_norm(grads), blocks
 
     def _evaluate(self, tokens, targets, weights):
         """(weighted token accuracy, weighted cross-entropy) on one batch."""
@@ -194,14 +221,19 @@ class PositionTrainer:
 
 
 class _Record(Action):
-    """Keeps every step's loss and gradient norm, and writes them with the rate."""
+    """Keeps every step's loss and gradient norm (and the per-block gradient
+    norms when the step gives them), and writes them with the rate."""
 
     def __init__(self):
         self.losses, self.gradient_norms = [], []
+        self.block_steps, self.block_norms = [], []
 
     def on_step_end(self, step, logs):
         self.losses.append(logs["loss"])
         self.gradient_norms.append(logs["gradient_norm"])
+        if "layer_gradient_norms" in logs:
+            self.block_steps.append(step)
+            self.block_norms.append(logs["layer_gradient_norms"])
         # TensorBoard steps count from 0 here, as in the published runs.
         tf.summary.scalar("loss", logs["loss"], step=step - 1)
         tf.summary.scalar("gradient_norm", logs["gradient_norm"], step=step - 1)
@@ -317,18 +349,23 @@ def train_run(trainer, variant, seed, task, logdir, log):
 def _step_function(trainer, task, rates, seed):
     """One training step on a fresh batch at the schedule's learning rate."""
     rng = np.random.default_rng(10_000 + seed)
-    batch_size = trainer.cfg.batch_size
+    batch_size, every = trainer.cfg.batch_size, trainer.cfg.eval_every
 
     def step_fn(step):
         batch = task.batch(rng, batch_size)
         rate = float(rates[step - 1])
         trainer.optimizer.learning_rate = rate
-        loss, grad_norm = trainer.train_step(*(tf.constant(part) for part in batch))
-        return {
+        loss, grad_norm, blocks = trainer.train_step(
+            *(tf.constant(part) for part in batch)
+        )
+        logs = {
             "loss": float(loss),
             "gradient_norm": float(grad_norm),
             "learning_rate": rate,
         }
+        if step % every == 0 or step == trainer.cfg.steps:
+            logs["layer_gradient_norms"] = [float(n) for n in blocks.numpy()]
+        return logs
 
     return step_fn
 
@@ -347,6 +384,9 @@ def _curves(record, evals, target):
     return {
         "losses": record.losses,
         "gradient_norms": norms,
+        "layer_gradient_steps": record.block_steps,
+        "layer_gradient_norms": record.block_norms,
+        **gradient_spread(record.block_norms),
         "eval_steps": [s for s, _, _ in evals],
         "eval_accuracy": [a for _, a, _ in evals],
         "eval_loss": [v for _, _, v in evals],

@@ -170,6 +170,20 @@ class CompareConfig(DeclaredSettings):
         optional=True,
         default_text=f"{DEFAULT_EPSILON:g}; none for a norm without a statistic (dyt)",
     )
+    gamma_init: float = setting(
+        1.0,
+        MODEL,
+        "every norm's scale starts at this times its usual value (gamma 1; "
+        "ScaleNorm's g sqrt(d_model))",
+        number(above=0.0, maximum=100.0),
+    )
+    input_offset: float = setting(
+        0.0,
+        MODEL,
+        "a constant added to every feature of the embeddings, a large shared "
+        "offset LayerNorm's mean-centring removes and RMSNorm keeps",
+        number(-1e4, 1e4),
+    )
     batch_size: int = setting(32, TRAINING, "batch size", POSITIVE)
     steps: int = setting(300, TRAINING, "training steps per run", POSITIVE)
     learning_rate: float = setting(
