@@ -61,12 +61,10 @@ def stack_blocks(stack):
 
 
 def per_block_norms(gradients, groups):
-    """A float32 vector: the l2 norm of each group's gradients (inside a step)."""
+    """A vector: the l2 norm of each group's gradients (inside a step)."""
+    # `global_norm` skips a weight without a gradient (None).
     return tf.stack(
-        [
-            tf.linalg.global_norm([tf.cast(gradients[i], tf.float32) for i in group])
-            for group in groups
-        ]
+        [tf.linalg.global_norm([gradients[i] for i in group]) for group in groups]
     )
 
 
