@@ -121,6 +121,8 @@ def test_every_setting_has_a_flag_and_help_names_the_texts_source():
             "--epsilon: `epsilon` must be a number in about [1.18e-38, 3.4e+38]",
         ),
         ("--depths", "0", "--depths: `depths` must be an integer in [1, 64]"),
+        ("--variants", "middle", "--variants: `variants` must name variants"),
+        ("--variants", "post:300", "--variants: A variant's warm-up must be shorter"),
     ],
 )
 def test_bad_values_are_one_line_errors_with_exit_status_2(

@@ -161,7 +161,7 @@ def run_comparison(
             "mlm"), `num_layers`, `d_model`, `num_heads`, `dff`,
             `vocab_size`, `seq_len`, `batch_size`, `steps`,
             `learning_rate` (peak), `warmup_steps`, `seeds`, `norm`,
-            `epsilon`, `gamma_init`, `input_offset`, `eval_size`, `eval_every`, `histogram_every`,
+            `epsilon`, `variants` (as `variant_settings`), `gamma_init`, `input_offset`, `eval_size`, `eval_every`, `histogram_every`,
             `depths`, `sweep_warmups`, `sweep_seeds`, `jit_compile`,
             `deterministic`.
 
@@ -173,6 +173,8 @@ def run_comparison(
         ValueError: (a `ConfigError`) naming the first bad option.
     """
     cfg = _resolve(config, overrides)
+    if variant_settings is None and cfg.variants:
+        variant_settings = [list(entry) for entry in cfg.variants]
     _check_variant_settings(variant_settings, cfg.steps)
     os.makedirs(output_dir, exist_ok=True)
     with _determinism(cfg):

@@ -20,6 +20,7 @@ from tfnorm._errors import setting_key
 from tfnorm.choices import (
     COMPARE_TASKS,
     NORM_NAMES,
+    NORM_POSITIONS,
     NORMS,
     TEXT_UNITS,
     norm_choice,
@@ -104,6 +105,29 @@ def _fractions(key, value):
 
 
 _fractions.many = True  # a list: `--flag A B C`
+
+
+def _variants(key, value):
+    """`post:60 pre` -> `(("post", 60), ("pre", 0))`: position[:warm-up[:rate]]."""
+    if isinstance(value, str):
+        value = value.replace(",", " ").split()
+    parts = [str(entry).split(":") for entry in value or ()]
+    if not parts or any(
+        not 1 <= len(p) <= 3 or p[0] not in NORM_POSITIONS for p in parts
+    ):
+        raise ValueError(
+            f"`{key}` must name variants as POSITION[:WARMUP[:RATE]], the "
+            f"position one of {spelled_out(NORM_POSITIONS)}. Received: {key}={value!r}"
+        )
+    steps, rate = integer(0), number(above=0.0, maximum=FLOAT32_MAX)
+    return tuple(
+        (p[0], steps(key, p[1] if len(p) > 1 else 0))
+        + ((rate(key, p[2]),) if len(p) == 3 else ())
+        for p in parts
+    )
+
+
+_variants.many = True  # a list: `--flag A B C`
 
 
 def _norm(key, value):
@@ -205,6 +229,17 @@ class CompareConfig(DeclaredSettings):
     seeds: tuple = setting(
         (0, 1, 2), TRAINING, "seeds to run each variant with", _seeds, metavar="SEED"
     )
+    variants: tuple | None = setting(
+        None,
+        TRAINING,
+        "train only these variants, as POSITION[:WARMUP_STEPS[:PEAK_RATE]] "
+        "(e.g. post:60 pre)",
+        _variants,
+        optional=True,
+        metavar="VARIANT",
+        default_text="Post-LN and Pre-LN with and without warm-up, and the "
+        "Post-LN control at the warm-up run's mean rate",
+    )
     eval_size: int = setting(
         512, MEASUREMENT, "sequences in the fixed evaluation set", POSITIVE
     )
@@ -285,6 +320,13 @@ class CompareConfig(DeclaredSettings):
                 f"`steps` ({longest}), so that the warm-up ends well before the "
                 f"run does. Received: warmup_steps={values['warmup_steps']!r} "
                 f"with steps={values['steps']!r}",
+            )
+        too_long = [v for v in values["variants"] or () if v[1] >= values["steps"]]
+        if too_long:
+            raise ConfigError(
+                "variants",
+                "A variant's warm-up must be shorter than `steps` "
+                f"({values['steps']}). Received: variants={too_long!r}",
             )
         if values["d_model"] % values["num_heads"]:
             raise ConfigError(
