@@ -165,6 +165,18 @@ def test_compare_writes_the_results_and_prints_where_they_are(tmp_path, capsys):
     assert config["learning_rate"] == warmup.DEFAULTS["learning_rate"]
 
 
+def test_variants_flag_trains_only_the_variants_it_names(tmp_path, capsys):
+    output_dir = str(tmp_path / "out")
+    flags_given = TINY_FLAGS + ["--variants", "pre", "post:2"]
+    assert main(["compare", "--output-dir", output_dir] + flags_given) == 0
+    with open(os.path.join(output_dir, "results.json")) as f:
+        table = json.load(f)["table"]
+    assert [row["variant"] for row in table] == [
+        "pre-LN, no warm-up",
+        "post-LN, warm-up 2",
+    ]
+
+
 # `make demo` as the README gives it, at a tiny size (CI also runs it at its
 # default size). Slow: a whole `make` and a fresh interpreter.
 @pytest.mark.slow

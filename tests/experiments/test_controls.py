@@ -62,7 +62,7 @@ def test_input_offset_adds_one_constant_to_every_feature():
 def test_the_offset_sits_between_the_embeddings_and_the_encoder():
     model, encoder = build_model(1, 8, 2, 16, 5, 4, input_offset=10.0)
     probe = keras.Model(
-        model.inputs,
+        model.input,
         [model.get_layer("embedding").output, model.get_layer("input_offset").output],
     )
     embedded, offset = probe(np.array([[0, 1, 2, 3]], "int32"))
@@ -99,8 +99,8 @@ def test_defaults_leave_the_model_as_it_was():
     "flag, value, message",
     [
         ("--gamma-init", "0", "--gamma-init: `gamma_init` must be a finite number"),
-        ("--gamma-init", "-1.25", "Received: gamma_init='-1.25'"),
-        ("--gamma-init", "nan", "Received: gamma_init='nan'"),
+        ("--gamma-init", "-1.25", "Received: gamma_init=-1.25"),
+        ("--gamma-init", "nan", "Received: gamma_init=nan"),
         ("--input-offset", "1e9", "--input-offset: `input_offset` must be"),
         ("--input-offset", "ten", "Received: input_offset='ten'"),
     ],

@@ -292,7 +292,7 @@ def test_the_variants_setting_chooses_the_runs_as_variant_settings_does(tmp_path
         ({"variant_settings": []}, r"variant_settings=\[\]"),
         ({"variants": ["middle"]}, r"POSITION\[:WARMUP\[:RATE\]\]"),
         ({"variants": "post:x"}, r"variants='x'"),
-        ({"variants": ["pre:0:0"]}, r"variants='0'"),
+        ({"variants": ["pre:0:0"]}, r"variants=0.0"),
         ({"variants": ["post:1:2:3"]}, r"variants=\['post:1:2:3'\]"),
         ({"steps": 10, "warmup_steps": 3, "variants": ["post:10"]}, "shorter than"),
     ],

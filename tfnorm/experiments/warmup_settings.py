@@ -111,7 +111,11 @@ def _variants(key, value):
     """`post:60 pre` -> `(("post", 60), ("pre", 0))`: position[:warm-up[:rate]]."""
     if isinstance(value, str):
         value = value.replace(",", " ").split()
-    parts = [str(entry).split(":") for entry in value or ()]
+    # A resolved value (tuples) reads back as itself.
+    parts = [
+        list(entry) if isinstance(entry, (list, tuple)) else str(entry).split(":")
+        for entry in value or ()
+    ]
     if not parts or any(
         not 1 <= len(p) <= 3 or p[0] not in NORM_POSITIONS for p in parts
     ):
