@@ -103,13 +103,18 @@ def test_defaults_leave_the_model_as_it_was():
         ("--gamma-init", "nan", "Received: gamma_init=nan"),
         ("--input-offset", "1e9", "--input-offset: `input_offset` must be"),
         ("--input-offset", "ten", "Received: input_offset='ten'"),
+        ("--task", "lm", None),
     ],
 )
 def test_bad_values_are_one_line_naming_the_setting(
     tmp_path, capsys, flag, value, message
 ):
     output_dir = str(tmp_path / "out")
-    assert main(["compare", "--output-dir", output_dir, flag, value]) == 2
+    given = [flag, value]
+    if message is None:  # the decoder task has no embeddings offset
+        given += ["--input-offset", "10"]
+        message = "--input-offset: `input_offset` is added to the encoder tasks'"
+    assert main(["compare", "--output-dir", output_dir] + given) == 2
     err = capsys.readouterr().err
     assert err.startswith("tfnorm compare: error: ") and message in err
     assert err.count("\n") == 1 and "Traceback" not in err

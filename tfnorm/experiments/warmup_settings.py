@@ -15,18 +15,15 @@ from __future__ import annotations
 
 import dataclasses
 
-from tfnorm._checks import FLOAT32_MAX, MAX_SEED
+from tfnorm._checks import FLOAT32_MAX
 from tfnorm._errors import setting_key
 from tfnorm.choices import (
     COMPARE_TASKS,
-    NORM_NAMES,
-    NORM_POSITIONS,
     NORMS,
     TEXT_UNITS,
-    norm_choice,
     norms_help,
-    spelled_out,
 )
+from tfnorm.experiments import compare_readers as readers
 from tfnorm.training.config.declared import DeclaredSettings
 from tfnorm.training.config.settings import (
     ConfigError,
@@ -57,91 +54,17 @@ DEFAULT_WARMUP_FRACTION = 0.2
 #: The norms' epsilon: the Transformer setting (PyTorch and keras-hub use it too).
 DEFAULT_EPSILON = 1e-5
 
-#: Per-task sizes used when `vocab_size` or `seq_len` is left unset.
+#: Per-task values of the settings left unset (None).
 TASK_SIZES = {
-    "reverse": {"vocab_size": 10, "seq_len": 12},
-    "mlm-char": {"vocab_size": 48, "seq_len": 64},
-    "mlm-word": {"vocab_size": 1000, "seq_len": 32},
+    "reverse": {"vocab_size": 10, "seq_len": 12, "batch_size": 32, "eval_size": 512},
+    "mlm-char": {"vocab_size": 48, "seq_len": 64, "batch_size": 32, "eval_size": 512},
+    "mlm-word": {"vocab_size": 1000, "seq_len": 32, "batch_size": 32, "eval_size": 512},
+    "lm": {"seq_len": 64, "batch_size": 16, "eval_size": 64},
 }
-
-
-def _seeds(key, value):
-    if isinstance(value, str):
-        value = value.replace(",", " ").split()
-    if not isinstance(value, (list, tuple)) or not value:
-        raise ValueError(
-            f"`{key}` must name at least one seed. Received: {key}={value!r}"
-        )
-    read = integer(0, MAX_SEED)
-    return tuple(read(key, seed) for seed in value)
-
-
-_seeds.many = True  # a list: `--flag A B C`
-
-
-def _depths(key, value):
-    if isinstance(value, str):
-        value = value.replace(",", " ").split()
-    if not isinstance(value, (list, tuple)) or not value:
-        raise ValueError(
-            f"`{key}` must name at least one depth. Received: {key}={value!r}"
-        )
-    read = integer(1, 64)
-    return tuple(read(key, depth) for depth in value)
-
-
-_depths.many = True  # a list: `--flag A B C`
-
-
-def _fractions(key, value):
-    if isinstance(value, str):
-        value = value.replace(",", " ").split()
-    if not isinstance(value, (list, tuple)) or not value:
-        raise ValueError(
-            f"`{key}` must name at least one fraction. Received: {key}={value!r}"
-        )
-    read = number(0.0, below=MAX_WARMUP_FRACTION + 1e-9)
-    return tuple(float(read(key, fraction)) for fraction in value)
-
-
-_fractions.many = True  # a list: `--flag A B C`
-
-
-def _variants(key, value):
-    """`post:60 pre` -> `(("post", 60), ("pre", 0))`: position[:warm-up[:rate]]."""
-    if isinstance(value, str):
-        value = value.replace(",", " ").split()
-    # A resolved value (tuples) reads back as itself.
-    parts = [
-        list(entry) if isinstance(entry, (list, tuple)) else str(entry).split(":")
-        for entry in value or ()
-    ]
-    if not parts or any(
-        not 1 <= len(p) <= 3 or p[0] not in NORM_POSITIONS for p in parts
-    ):
-        raise ValueError(
-            f"`{key}` must name variants as POSITION[:WARMUP[:RATE]], the "
-            f"position one of {spelled_out(NORM_POSITIONS)}. Received: {key}={value!r}"
-        )
-    steps, rate = integer(0), number(above=0.0, maximum=FLOAT32_MAX)
-    return tuple(
-        (p[0], steps(key, p[1] if len(p) > 1 else 0))
-        + ((rate(key, p[2]),) if len(p) == 3 else ())
-        for p in parts
-    )
-
-
-_variants.many = True  # a list: `--flag A B C`
-
-
-def _norm(key, value):
-    short = norm_choice(value.strip()) if isinstance(value, str) else None
-    if short is None:
-        raise ValueError(
-            f"`{key}` must be a norm name ({spelled_out(NORM_NAMES)}). "
-            f"Received: {key}={value!r}"
-        )
-    return short
+#: The norms the decoder experiment compares at Pre-LN when `norms` is unset.
+LM_NORMS = ("layer", "rms", "dyt")
+#: The longest context of the decoder experiment.
+MAX_LM_SEQ_LEN = 4096
 
 
 @dataclasses.dataclass
@@ -159,7 +82,8 @@ class CompareConfig(DeclaredSettings):
         "reverse: synthetic token reversal (target = input reversed); mlm: "
         "BERT-style masked-language modelling on real English text, the Python "
         "language reference's prose that ships with CPython "
-        "(pydoc_data.topics.topics), no download",
+        "(pydoc_data.topics.topics), no download; lm: causal decoders "
+        "(tfnorm.build_decoder) predicting the next byte of that text",
         choice(COMPARE_TASKS),
     )
     text_unit: str = setting(
@@ -172,7 +96,8 @@ class CompareConfig(DeclaredSettings):
         None,
         TASK,
         "token vocabulary: symbols of the reverse task, or the most frequent "
-        "characters or words of the text for mlm (plus [MASK] and [UNK])",
+        "characters or words of the text for mlm (plus [MASK] and [UNK]); "
+        "lm reads bytes (257 tokens with end-of-text) and takes none",
         POSITIVE,
         optional=True,
         default_text="10 for reverse; for mlm 48 characters or 1000 words",
@@ -183,13 +108,24 @@ class CompareConfig(DeclaredSettings):
         "sequence length (characters or words for mlm)",
         integer(2),
         optional=True,
-        default_text="12 for reverse; for mlm 64 characters or 32 words",
+        default_text="12 for reverse; for mlm 64 characters or 32 words; 64 bytes for lm",
     )
     num_layers: int = setting(6, MODEL, "encoder blocks", POSITIVE)
     d_model: int = setting(32, MODEL, "model width", POSITIVE)
     num_heads: int = setting(4, MODEL, "attention heads", POSITIVE)
     dff: int = setting(128, MODEL, "feed-forward width", POSITIVE)
-    norm: str = setting("layer", MODEL, f"norm for every block: {norms_help()}", _norm)
+    norm: str = setting(
+        "layer", MODEL, f"norm for every block: {norms_help()}", readers.norm_name
+    )
+    norms: tuple | None = setting(
+        None,
+        MODEL,
+        "lm only: the norms also compared at Pre-LN with warm-up, one run each",
+        readers.norm_names,
+        optional=True,
+        metavar="NORM",
+        default_text=" ".join(LM_NORMS) + " for lm",
+    )
     epsilon: float | None = setting(
         None,
         MODEL,
@@ -212,7 +148,14 @@ class CompareConfig(DeclaredSettings):
         "offset LayerNorm's mean-centring removes and RMSNorm keeps",
         number(-1e4, 1e4),
     )
-    batch_size: int = setting(32, TRAINING, "batch size", POSITIVE)
+    batch_size: int | None = setting(
+        None,
+        TRAINING,
+        "batch size",
+        POSITIVE,
+        optional=True,
+        default_text="32; 16 for lm",
+    )
     steps: int = setting(300, TRAINING, "training steps per run", POSITIVE)
     learning_rate: float = setting(
         1e-2,
@@ -231,21 +174,31 @@ class CompareConfig(DeclaredSettings):
         default_text=f"{DEFAULT_WARMUP_FRACTION:.0%} of {setting_key('steps')}, 60 at 300",
     )
     seeds: tuple = setting(
-        (0, 1, 2), TRAINING, "seeds to run each variant with", _seeds, metavar="SEED"
+        (0, 1, 2),
+        TRAINING,
+        "seeds to run each variant with",
+        readers.seeds,
+        metavar="SEED",
     )
     variants: tuple | None = setting(
         None,
         TRAINING,
         "train only these variants, as POSITION[:WARMUP_STEPS[:PEAK_RATE]] "
         "(e.g. post:60 pre)",
-        _variants,
+        readers.variants,
         optional=True,
         metavar="VARIANT",
         default_text="Post-LN and Pre-LN with and without warm-up, and the "
         "Post-LN control at the warm-up run's mean rate",
     )
-    eval_size: int = setting(
-        512, MEASUREMENT, "sequences in the fixed evaluation set", POSITIVE
+    eval_size: int | None = setting(
+        None,
+        MEASUREMENT,
+        "sequences in the fixed evaluation set (lm: held-out windows of the "
+        "curves; the final bits per byte read the whole held-out text)",
+        POSITIVE,
+        optional=True,
+        default_text="512; 64 for lm",
     )
     eval_every: int = setting(10, MEASUREMENT, "evaluate every N steps", POSITIVE)
     histogram_every: int = setting(
@@ -260,7 +213,7 @@ class CompareConfig(DeclaredSettings):
         SWEEP,
         "also run the depth sweep at these depths (e.g. 6 12 18): Post-LN with "
         f"each {setting_key('sweep_warmups')} fraction, Pre-LN without warm-up",
-        _depths,
+        readers.depths,
         optional=True,
         metavar="LAYERS",
     )
@@ -268,11 +221,11 @@ class CompareConfig(DeclaredSettings):
         (0.0, 0.1, 0.2, 0.3),
         SWEEP,
         f"warm-up lengths of the sweep's Post-LN runs, as fractions of {setting_key('steps')}",
-        _fractions,
+        readers.fractions(MAX_WARMUP_FRACTION),
         metavar="FRACTION",
     )
     sweep_seeds: tuple = setting(
-        (0,), SWEEP, "seeds of the sweep's runs", _seeds, metavar="SEED"
+        (0,), SWEEP, "seeds of the sweep's runs", readers.seeds, metavar="SEED"
     )
     jit_compile: bool = setting(
         True,
@@ -301,6 +254,22 @@ class CompareConfig(DeclaredSettings):
         for key, size in TASK_SIZES[sizes].items():
             if values[key] is None:
                 values[key] = size
+        if sizes == "lm":
+            _finish_lm(values)
+            if values["input_offset"]:
+                raise ConfigError(
+                    "input_offset",
+                    "`input_offset` is added to the encoder tasks' embeddings "
+                    f"(reverse, mlm) only. Received: input_offset="
+                    f"{values['input_offset']!r} with task='lm'",
+                )
+        elif values["norms"] is not None:
+            raise ConfigError(
+                "norms",
+                "`norms` compares norms in the decoder experiment (task 'lm') "
+                f"only. Received: norms={list(values['norms'])!r} with "
+                f"task={values['task']!r}",
+            )
         takes_epsilon = NORMS[values["norm"]].takes_epsilon
         if values["epsilon"] is None and takes_epsilon:
             values["epsilon"] = DEFAULT_EPSILON
@@ -338,6 +307,28 @@ class CompareConfig(DeclaredSettings):
                 "`d_model` must be divisible by `num_heads`. Received: "
                 f"d_model={values['d_model']}, num_heads={values['num_heads']}",
             )
+
+
+def _finish_lm(values):
+    from tfnorm.training.data.byte_text import VOCAB_SIZE
+
+    if values["vocab_size"] not in (None, VOCAB_SIZE):
+        raise ConfigError(
+            "vocab_size",
+            f"task 'lm' reads bytes: its vocabulary is {VOCAB_SIZE} tokens "
+            "(256 bytes and end-of-text) and takes no `vocab_size`. Received: "
+            f"vocab_size={values['vocab_size']!r} with task='lm'",
+        )
+    values["vocab_size"] = VOCAB_SIZE
+    if values["seq_len"] > MAX_LM_SEQ_LEN:
+        raise ConfigError(
+            "seq_len",
+            f"`seq_len` must be at most {MAX_LM_SEQ_LEN} for task 'lm', so that "
+            "the held-out text (about 46,000 bytes) holds several windows. "
+            f"Received: seq_len={values['seq_len']!r}",
+        )
+    if values["norms"] is None:
+        values["norms"] = LM_NORMS
 
 
 #: The default of every setting, by name (what `--help` shows).
