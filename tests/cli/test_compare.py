@@ -121,6 +121,8 @@ def test_every_setting_has_a_flag_and_help_names_the_texts_source():
             "--epsilon: `epsilon` must be a number in about [1.18e-38, 3.4e+38]",
         ),
         ("--depths", "0", "--depths: `depths` must be an integer in [1, 64]"),
+        ("--variants", "middle", "--variants: `variants` must name variants"),
+        ("--variants", "post:300", "--variants: A variant's warm-up must be shorter"),
     ],
 )
 def test_bad_values_are_one_line_errors_with_exit_status_2(
@@ -161,6 +163,18 @@ def test_compare_writes_the_results_and_prints_where_they_are(tmp_path, capsys):
         and config["jit_compile"] is False
     )
     assert config["learning_rate"] == warmup.DEFAULTS["learning_rate"]
+
+
+def test_variants_flag_trains_only_the_variants_it_names(tmp_path, capsys):
+    output_dir = str(tmp_path / "out")
+    flags_given = TINY_FLAGS + ["--variants", "pre", "post:2"]
+    assert main(["compare", "--output-dir", output_dir] + flags_given) == 0
+    with open(os.path.join(output_dir, "results.json")) as f:
+        table = json.load(f)["table"]
+    assert [row["variant"] for row in table] == [
+        "pre-LN, no warm-up",
+        "post-LN, warm-up 2",
+    ]
 
 
 # `make demo` as the README gives it, at a tiny size (CI also runs it at its

@@ -258,6 +258,20 @@ def test_variant_settings_choose_the_runs(tmp_path):
     assert len(os.listdir(result["paths"]["tensorboard"])) == len(settings)
 
 
+def test_the_variants_setting_chooses_the_runs_as_variant_settings_does(tmp_path):
+    result = warmup.run_comparison(
+        str(tmp_path),
+        log=lambda line: None,
+        **{**TINY, "histogram_every": 0, "variants": "post:2 pre:0:1e-3"},
+    )
+    assert [row["variant"] for row in result["table"]] == [
+        "post-LN, warm-up 2",
+        "pre-LN, no warm-up, rate 0.001",
+    ]
+    variants = [list(v) for v in result["config"]["variants"]]
+    assert variants == [["post", 2], ["pre", 0, 1e-3]]
+
+
 @pytest.mark.parametrize(
     "overrides, message",
     [
@@ -276,6 +290,11 @@ def test_variant_settings_choose_the_runs(tmp_path):
         ),
         ({"variant_settings": [("pre", -1)]}, r"variant_settings=\[\('pre', -1\)\]"),
         ({"variant_settings": []}, r"variant_settings=\[\]"),
+        ({"variants": ["middle"]}, r"POSITION\[:WARMUP\[:RATE\]\]"),
+        ({"variants": "post:x"}, r"variants='x'"),
+        ({"variants": ["pre:0:0"]}, r"variants=0.0"),
+        ({"variants": ["post:1:2:3"]}, r"variants=\['post:1:2:3'\]"),
+        ({"steps": 10, "warmup_steps": 3, "variants": ["post:10"]}, "shorter than"),
     ],
 )
 def test_invalid_options_are_named(tmp_path, overrides, message):

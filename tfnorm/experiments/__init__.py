@@ -7,7 +7,11 @@
   `text_task.MaskedTextTask` (masked-language modelling on the Python
   language reference, `pydoc_data.topics`), its depth sweep `depth_sweep`.
 * `gradients`: per-layer gradient norms at initialisation (Xiong et al.,
-  2020), the measurement behind the depth argument for warm-up.
+  2020), the measurement behind the depth argument for warm-up;
+  `layer_gradients` the per-block gradient norms during training and their
+  spread (across layers, over time), which every compare run records.
+* `controls`: `gamma_init` and `input_offset`, the settings of `tfnorm
+  compare` behind the claims checked in `docs/claims.md`.
 
 Kept apart from `tfnorm.training`, which holds the reusable training pieces
 and the `tfnorm train` application.

@@ -153,8 +153,10 @@ def run_comparison(
       task's target accuracy, median steps to get there, final accuracy,
       the gradient norm at step 0 and the largest one in steps 1 to
       `EARLY_STEPS`, the ratio of the last to the first layer's FFN
-      gradient norm at initialisation); `results.md` also has every seed's
-      row;
+      gradient norm at initialisation, and the variance of the per-block
+      gradient norms across layers and over training, see
+      `tfnorm.experiments.layer_gradients`); `results.md` also has every
+      seed's row;
     * `results.json`: the configuration, the task, the table and every
       run's curves;
     * `comparison.png`: loss curves, accuracy curves and the per-layer
@@ -183,7 +185,7 @@ def run_comparison(
             `num_layers`, `d_model`, `num_heads`, `dff`,
             `vocab_size`, `seq_len`, `batch_size`, `steps`,
             `learning_rate` (peak), `warmup_steps`, `seeds`, `norm`,
-            `epsilon`, `eval_size`, `eval_every`, `histogram_every`,
+            `epsilon`, `variants` (as `variant_settings`), `gamma_init`, `input_offset`, `eval_size`, `eval_every`, `histogram_every`,
             `depths`, `sweep_warmups`, `sweep_seeds`, `jit_compile`,
             `deterministic`.
 
@@ -195,6 +197,8 @@ def run_comparison(
         ValueError: (a `ConfigError`) naming the first bad option.
     """
     cfg = _resolve(config, overrides)
+    if variant_settings is None and cfg.variants:
+        variant_settings = [list(entry) for entry in cfg.variants]
     _check_variant_settings(variant_settings, cfg.steps)
     os.makedirs(output_dir, exist_ok=True)
     with _determinism(cfg):

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from tfnorm.experiments.layer_gradients import spread_over_seeds
+
 #: Accuracy that counts as "learned the task" on the reverse task.
 TARGET_ACCURACY = 0.95
 #: The early phase: the largest gradient norm of steps 1 to this is reported
@@ -43,6 +45,7 @@ def summarise(runs, variant_names):
                 "init_gradient_last_over_first": float(
                     np.mean(init[:, -1] / init[:, 0])
                 ),
+                **spread_over_seeds(mine),
             }
         )
     return rows
@@ -84,6 +87,7 @@ def markdown_table(rows, target=TARGET_ACCURACY):
             "grad norm at step 0 (mean)",
             _early_label(rows[0]["steps"]),
             "init grad last/first layer",
+            "layer grad variance: across layers / over time",
         ]
     )
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
@@ -107,9 +111,17 @@ def markdown_table(rows, target=TARGET_ACCURACY):
             f"{row['gradient_norm_step0']:.2f}",
             f"{row['max_gradient_norm_early']:.2f}",
             f"{row['init_gradient_last_over_first']:.2f}",
+            _spread_cell(row),
         ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _spread_cell(row):
+    across = row.get("layer_gradient_variance_across_layers")
+    if across is None:
+        return "-"
+    return f"{across:.3g} / {row['layer_gradient_variance_over_time']:.3g}"
 
 
 def per_seed_table(runs, target=TARGET_ACCURACY):

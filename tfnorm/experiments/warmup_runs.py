@@ -27,12 +27,20 @@ import numpy as np
 
 from tfnorm import _keras
 from tfnorm._keras import keras, tf
+from tfnorm.experiments.controls import offset_inputs, scale_norm_gammas
 from tfnorm.experiments.gradients import layer_gradient_norms
+from tfnorm.experiments.layer_gradients import (
+    block_variable_groups,
+    gradient_spread,
+    per_block_norms,
+    stack_blocks,
+)
 from tfnorm.experiments.lm_task import ByteTextTask, build_decoder_model, norm_epsilon
+from tfnorm.experiments.run_actions import Evaluate, Histograms, Record
 from tfnorm.experiments.warmup_report import EARLY_STEPS
 from tfnorm.optim.optimizers import make_optimizer
 from tfnorm.optim.schedules import WarmupSchedule
-from tfnorm.training.loop.driver import Action, run_loop
+from tfnorm.training.loop.driver import run_loop
 
 
 def reverse_task(rng, count, seq_len, vocab_size):
@@ -87,11 +95,21 @@ def learning_rates(peak, warmup_steps, steps):
     return schedule(np.arange(steps)).numpy().astype("float64")
 
 
-def build_model(num_layers, d_model, num_heads, dff, vocab_size, seq_len, **options):
+def build_model(
+    num_layers,
+    d_model,
+    num_heads,
+    dff,
+    vocab_size,
+    seq_len,
+    input_offset=0.0,
+    **options,
+):
     """Token + position embeddings, a tfnorm encoder, and per-token logits.
 
     Both embeddings are initialised N(0, 1): with small position embeddings
-    neither variant learns the reverse task in a few hundred steps.
+    neither variant learns the reverse task in a few hundred steps. A
+    non-zero `input_offset` is added to every feature of the embeddings.
 
     Returns:
         `(model, encoder)`.
@@ -107,6 +125,8 @@ def build_model(num_layers, d_model, num_heads, dff, vocab_size, seq_len, **opti
         embeddings_initializer=keras.initializers.RandomNormal(stddev=1.0),
         name="embedding",
     )(tokens)
+    if input_offset:
+        embedded = offset_inputs(embedded, input_offset)
     encoder = build_encoder(
         num_layers,
         d_model,
@@ -154,6 +174,9 @@ class PositionTrainer:
         self.norm = norm or cfg.norm
         self.epsilon = cfg.epsilon if self.norm == cfg.norm else norm_epsilon(cfg, norm)
         self.model, self.encoder = self._build()
+        self.block_groups = block_variable_groups(
+            self.model, stack_blocks(self.encoder)
+        )
         # The calibrated setting: Adam with beta_2 0.98, no clipping (clipping
         # hides the Post-LN instability) and no weight decay.
         self.optimizer = make_optimizer(
@@ -165,8 +188,10 @@ class PositionTrainer:
 
     def _build(self):
         cfg = self.cfg
-        build = build_decoder_model if cfg.task == "lm" else build_model
-        return build(
+        build, options = build_model, {"input_offset": cfg.input_offset}
+        if cfg.task == "lm":
+            build, options = build_decoder_model, {}
+        model, encoder = build(
             self.num_layers,
             cfg.d_model,
             cfg.num_heads,
@@ -176,7 +201,11 @@ class PositionTrainer:
             norm=self.norm,
             norm_position=self.position,
             epsilon=self.epsilon,
+            **options,
         )
+        if cfg.gamma_init != 1.0:
+            scale_norm_gammas(model, cfg.gamma_init)
+        return model, encoder
 
     def reset(self, seed):
         keras.utils.set_random_seed(seed)
@@ -192,7 +221,8 @@ class PositionTrainer:
             loss = weighted_cross_entropy(targets, logits, weights)
         grads = tape.gradient(loss, model.trainable_variables)
         self.optimizer.apply_gradients(zip(grads, model.trainable_variables))
-        return loss, tf.linalg.global_norm(grads)
+        blocks = per_block_norms(grads, self.block_groups)
+        return loss, tf.linalg.global_norm(grads), blocks
 
     def _evaluate(self, tokens, targets, weights):
         """(weighted token accuracy, weighted cross-entropy) on one batch."""
@@ -203,63 +233,6 @@ class PositionTrainer:
             tf.reduce_sum(weights), 1.0
         )
         return accuracy, weighted_cross_entropy(targets, logits, weights)
-
-
-class _Record(Action):
-    """Keeps every step's loss, gradient norm and time, and writes them with the rate."""
-
-    def __init__(self):
-        self.losses, self.gradient_norms, self.step_seconds = [], [], []
-
-    def on_step_end(self, step, logs):
-        self.losses.append(logs["loss"])
-        self.gradient_norms.append(logs["gradient_norm"])
-        self.step_seconds.append(logs["step_seconds"])
-        # TensorBoard steps count from 0 here, as in the published runs.
-        tf.summary.scalar("loss", logs["loss"], step=step - 1)
-        tf.summary.scalar("gradient_norm", logs["gradient_norm"], step=step - 1)
-        tf.summary.scalar("learning_rate", logs["learning_rate"], step=step - 1)
-
-
-class _Evaluate(Action):
-    """Accuracy and loss on the held-out data every `every` steps and at the end."""
-
-    def __init__(self, evaluate, eval_data, every, total_steps):
-        self.evaluate = evaluate
-        self.eval_data = tuple(tf.constant(part) for part in eval_data)
-        self.every, self.total_steps = every, total_steps
-        self.evals = []
-
-    def on_step_end(self, step, logs):
-        if step % self.every == 0 or step == self.total_steps:
-            accuracy, loss = (float(v) for v in self.evaluate(*self.eval_data))
-            self.evals.append((step, accuracy, loss))
-            tf.summary.scalar("eval_token_accuracy", accuracy, step=step - 1)
-            tf.summary.scalar("eval_loss", loss, step=step - 1)
-
-
-class _Histograms(Action):
-    """Histograms of every norm layer's outputs on a probe batch, every `every` steps.
-
-    Written by `tfnorm.callbacks.NormHistogramCallback` into `log_dir`
-    (`<run>/norms`), at step 0 (the initialisation) and then every `every`
-    steps, with the same step numbering as the scalars.
-    """
-
-    def __init__(self, model, probe, log_dir, every):
-        from tfnorm.callbacks import NormHistogramCallback
-
-        self.every = every
-        self.callback = NormHistogramCallback(log_dir, probe, every_n_steps=every)
-        self.callback.set_model(model)
-        self.callback.log(0)
-
-    def on_step_end(self, step, logs):
-        if step % self.every == 0:
-            self.callback.log(step)
-
-    def close(self):
-        self.callback.close()
 
 
 def train_run(trainer, variant, seed, task, logdir, log):
@@ -284,13 +257,13 @@ def train_run(trainer, variant, seed, task, logdir, log):
         eval_weights[:256],
     )
     rates = learning_rates(variant["learning_rate"], variant["warmup_steps"], steps)
-    record = _Record()
-    evaluate = _Evaluate(trainer.evaluate, task.eval_data, cfg.eval_every, steps)
+    record = Record()
+    evaluate = Evaluate(trainer.evaluate, task.eval_data, cfg.eval_every, steps)
     run_dir = os.path.join(logdir, variant["slug"] + f"_seed{seed}")
     actions = [record, evaluate]
     if cfg.histogram_every:
         actions.append(
-            _Histograms(
+            Histograms(
                 trainer.model,
                 eval_inputs[:64],
                 os.path.join(run_dir, "norms"),
@@ -343,21 +316,26 @@ def _outcome(run):
 def _step_function(trainer, task, rates, seed):
     """One training step on a fresh batch at the schedule's learning rate."""
     rng = np.random.default_rng(10_000 + seed)
-    batch_size = trainer.cfg.batch_size
+    batch_size, every = trainer.cfg.batch_size, trainer.cfg.eval_every
 
     def step_fn(step):
         batch = task.batch(rng, batch_size)
         rate = float(rates[step - 1])
         trainer.optimizer.learning_rate = rate
         started = time.perf_counter()
-        loss, grad_norm = trainer.train_step(*(tf.constant(part) for part in batch))
+        loss, grad_norm, blocks = trainer.train_step(
+            *(tf.constant(part) for part in batch)
+        )
         loss = float(loss)  # waits for the step
-        return {
+        logs = {
             "loss": loss,
             "gradient_norm": float(grad_norm),
             "learning_rate": rate,
             "step_seconds": time.perf_counter() - started,
         }
+        if step % every == 0 or step == trainer.cfg.steps:
+            logs["layer_gradient_norms"] = [float(n) for n in blocks.numpy()]
+        return logs
 
     return step_fn
 
@@ -381,6 +359,9 @@ def _curves(record, evals, task):
     return {
         "losses": record.losses,
         "gradient_norms": norms,
+        "layer_gradient_steps": record.block_steps,
+        "layer_gradient_norms": record.block_norms,
+        **gradient_spread(record.block_norms),
         "eval_steps": [s for s, _, _ in evals],
         "eval_accuracy": [a for _, a, _ in evals],
         "eval_loss": [v for _, _, v in evals],

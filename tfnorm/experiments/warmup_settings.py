@@ -15,17 +15,15 @@ from __future__ import annotations
 
 import dataclasses
 
-from tfnorm._checks import FLOAT32_MAX, MAX_SEED
+from tfnorm._checks import FLOAT32_MAX
 from tfnorm._errors import setting_key
 from tfnorm.choices import (
     COMPARE_TASKS,
-    NORM_NAMES,
     NORMS,
     TEXT_UNITS,
-    norm_choice,
     norms_help,
-    spelled_out,
 )
+from tfnorm.experiments import compare_readers as readers
 from tfnorm.training.config.declared import DeclaredSettings
 from tfnorm.training.config.settings import (
     ConfigError,
@@ -67,72 +65,6 @@ TASK_SIZES = {
 LM_NORMS = ("layer", "rms", "dyt")
 #: The longest context of the decoder experiment.
 MAX_LM_SEQ_LEN = 4096
-
-
-def _seeds(key, value):
-    if isinstance(value, str):
-        value = value.replace(",", " ").split()
-    if not isinstance(value, (list, tuple)) or not value:
-        raise ValueError(
-            f"`{key}` must name at least one seed. Received: {key}={value!r}"
-        )
-    read = integer(0, MAX_SEED)
-    return tuple(read(key, seed) for seed in value)
-
-
-_seeds.many = True  # a list: `--flag A B C`
-
-
-def _depths(key, value):
-    if isinstance(value, str):
-        value = value.replace(",", " ").split()
-    if not isinstance(value, (list, tuple)) or not value:
-        raise ValueError(
-            f"`{key}` must name at least one depth. Received: {key}={value!r}"
-        )
-    read = integer(1, 64)
-    return tuple(read(key, depth) for depth in value)
-
-
-_depths.many = True  # a list: `--flag A B C`
-
-
-def _fractions(key, value):
-    if isinstance(value, str):
-        value = value.replace(",", " ").split()
-    if not isinstance(value, (list, tuple)) or not value:
-        raise ValueError(
-            f"`{key}` must name at least one fraction. Received: {key}={value!r}"
-        )
-    read = number(0.0, below=MAX_WARMUP_FRACTION + 1e-9)
-    return tuple(float(read(key, fraction)) for fraction in value)
-
-
-_fractions.many = True  # a list: `--flag A B C`
-
-
-def _norm(key, value):
-    short = norm_choice(value.strip()) if isinstance(value, str) else None
-    if short is None:
-        raise ValueError(
-            f"`{key}` must be a norm name ({spelled_out(NORM_NAMES)}). "
-            f"Received: {key}={value!r}"
-        )
-    return short
-
-
-def _norms(key, value):
-    if isinstance(value, str):
-        value = value.replace(",", " ").split()
-    if not isinstance(value, (list, tuple)) or not value:
-        raise ValueError(
-            f"`{key}` must name at least one norm ({spelled_out(NORM_NAMES)}). "
-            f"Received: {key}={value!r}"
-        )
-    return tuple(dict.fromkeys(_norm(key, name) for name in value))
-
-
-_norms.many = True  # a list: `--flag A B C`
 
 
 @dataclasses.dataclass
@@ -182,12 +114,14 @@ class CompareConfig(DeclaredSettings):
     d_model: int = setting(32, MODEL, "model width", POSITIVE)
     num_heads: int = setting(4, MODEL, "attention heads", POSITIVE)
     dff: int = setting(128, MODEL, "feed-forward width", POSITIVE)
-    norm: str = setting("layer", MODEL, f"norm for every block: {norms_help()}", _norm)
+    norm: str = setting(
+        "layer", MODEL, f"norm for every block: {norms_help()}", readers.norm_name
+    )
     norms: tuple | None = setting(
         None,
         MODEL,
         "lm only: the norms also compared at Pre-LN with warm-up, one run each",
-        _norms,
+        readers.norm_names,
         optional=True,
         metavar="NORM",
         default_text=" ".join(LM_NORMS) + " for lm",
@@ -199,6 +133,20 @@ class CompareConfig(DeclaredSettings):
         number(above=0.0),
         optional=True,
         default_text=f"{DEFAULT_EPSILON:g}; none for a norm without a statistic (dyt)",
+    )
+    gamma_init: float = setting(
+        1.0,
+        MODEL,
+        "every norm's scale starts at this times its usual value (gamma 1; "
+        "ScaleNorm's g sqrt(d_model))",
+        number(above=0.0, maximum=100.0),
+    )
+    input_offset: float = setting(
+        0.0,
+        MODEL,
+        "a constant added to every feature of the embeddings, a large shared "
+        "offset LayerNorm's mean-centring removes and RMSNorm keeps",
+        number(-1e4, 1e4),
     )
     batch_size: int | None = setting(
         None,
@@ -226,7 +174,22 @@ class CompareConfig(DeclaredSettings):
         default_text=f"{DEFAULT_WARMUP_FRACTION:.0%} of {setting_key('steps')}, 60 at 300",
     )
     seeds: tuple = setting(
-        (0, 1, 2), TRAINING, "seeds to run each variant with", _seeds, metavar="SEED"
+        (0, 1, 2),
+        TRAINING,
+        "seeds to run each variant with",
+        readers.seeds,
+        metavar="SEED",
+    )
+    variants: tuple | None = setting(
+        None,
+        TRAINING,
+        "train only these variants, as POSITION[:WARMUP_STEPS[:PEAK_RATE]] "
+        "(e.g. post:60 pre)",
+        readers.variants,
+        optional=True,
+        metavar="VARIANT",
+        default_text="Post-LN and Pre-LN with and without warm-up, and the "
+        "Post-LN control at the warm-up run's mean rate",
     )
     eval_size: int | None = setting(
         None,
@@ -250,7 +213,7 @@ class CompareConfig(DeclaredSettings):
         SWEEP,
         "also run the depth sweep at these depths (e.g. 6 12 18): Post-LN with "
         f"each {setting_key('sweep_warmups')} fraction, Pre-LN without warm-up",
-        _depths,
+        readers.depths,
         optional=True,
         metavar="LAYERS",
     )
@@ -258,11 +221,11 @@ class CompareConfig(DeclaredSettings):
         (0.0, 0.1, 0.2, 0.3),
         SWEEP,
         f"warm-up lengths of the sweep's Post-LN runs, as fractions of {setting_key('steps')}",
-        _fractions,
+        readers.fractions(MAX_WARMUP_FRACTION),
         metavar="FRACTION",
     )
     sweep_seeds: tuple = setting(
-        (0,), SWEEP, "seeds of the sweep's runs", _seeds, metavar="SEED"
+        (0,), SWEEP, "seeds of the sweep's runs", readers.seeds, metavar="SEED"
     )
     jit_compile: bool = setting(
         True,
@@ -293,6 +256,13 @@ class CompareConfig(DeclaredSettings):
                 values[key] = size
         if sizes == "lm":
             _finish_lm(values)
+            if values["input_offset"]:
+                raise ConfigError(
+                    "input_offset",
+                    "`input_offset` is added to the encoder tasks' embeddings "
+                    f"(reverse, mlm) only. Received: input_offset="
+                    f"{values['input_offset']!r} with task='lm'",
+                )
         elif values["norms"] is not None:
             raise ConfigError(
                 "norms",
@@ -323,6 +293,13 @@ class CompareConfig(DeclaredSettings):
                 f"`steps` ({longest}), so that the warm-up ends well before the "
                 f"run does. Received: warmup_steps={values['warmup_steps']!r} "
                 f"with steps={values['steps']!r}",
+            )
+        too_long = [v for v in values["variants"] or () if v[1] >= values["steps"]]
+        if too_long:
+            raise ConfigError(
+                "variants",
+                "A variant's warm-up must be shorter than `steps` "
+                f"({values['steps']}). Received: variants={too_long!r}",
             )
         if values["d_model"] % values["num_heads"]:
             raise ConfigError(
