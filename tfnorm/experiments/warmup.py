@@ -38,6 +38,7 @@ import numpy as np
 from tfnorm import _keras
 from tfnorm._checks import is_int, is_real
 from tfnorm.choices import NORM_POSITIONS
+from tfnorm.experiments.claim_measures import control_summary, controls_table
 from tfnorm.experiments.warmup_report import (
     EARLY_STEPS,
     TARGET_ACCURACY,
@@ -54,7 +55,7 @@ from tfnorm.experiments.warmup_runs import (
     reverse_task,
     train_run,
 )
-from tfnorm.experiments.warmup_settings import DEFAULTS, CompareConfig
+from tfnorm.experiments.warmup_settings import DEFAULTS, VARIANTS, CompareConfig
 
 __all__ = [
     "DEFAULTS",
@@ -78,18 +79,20 @@ def variants(cfg, settings=None):
     `(norm_position, warmup_steps, learning_rate)` tuples (the rate is the
     peak, `cfg.learning_rate` when not given). By default: Post-LN without
     warm-up, with `cfg.warmup_steps` of it, and without warm-up at the
-    warm-up run's mean rate (the control); Pre-LN without and with warm-up.
+    warm-up run's mean rate (the control); Pre-LN without and with warm-up;
+    those `cfg.variants` names (`VARIANTS`).
     """
     peak = cfg.learning_rate
     if settings is None:
         mean = float(np.mean(learning_rates(peak, cfg.warmup_steps, cfg.steps)))
-        settings = [
-            ("post", 0),
-            ("post", cfg.warmup_steps),
-            ("post", 0, mean),
-            ("pre", 0),
-            ("pre", cfg.warmup_steps),
-        ]
+        named = {
+            "post": ("post", 0),
+            "post-warmup": ("post", cfg.warmup_steps),
+            "post-control": ("post", 0, mean),
+            "pre": ("pre", 0),
+            "pre-warmup": ("pre", cfg.warmup_steps),
+        }
+        settings = [named[name] for name in VARIANTS if name in cfg.variants]
     result = []
     for setting in settings:
         position, warmup = setting[0], int(setting[1])
@@ -188,6 +191,8 @@ def _run(output_dir, log, variant_settings, cfg):
     )
     runs = _train_all(cfg, chosen, task, logdir, log)
     rows = summarise(runs, [v["name"] for v in chosen])
+    for row in rows:
+        row.update(control_summary([r for r in runs if r["variant"] == row["variant"]]))
     result = _write_results(output_dir, logdir, cfg, task, rows, runs)
     if cfg.depths:
         from tfnorm.experiments.depth_sweep import run_sweep
@@ -241,7 +246,9 @@ def _train_all(cfg, chosen, task, logdir, log):
     """
     runs = []
     for position in dict.fromkeys(v["norm_position"] for v in chosen):
-        trainer = PositionTrainer(position, cfg, task.vocab_size)
+        trainer = PositionTrainer(
+            position, cfg, task.vocab_size, pad_id=getattr(task, "pad_id", None)
+        )
         for seed in cfg.seeds:
             for variant in [v for v in chosen if v["norm_position"] == position]:
                 runs.append(train_run(trainer, variant, seed, task, logdir, log))
@@ -276,6 +283,8 @@ def _write_results(output_dir, logdir, cfg, task, rows, runs):
         f.write(markdown_table(rows, task.target_accuracy))
         f.write("\nEvery seed:\n\n")
         f.write(per_seed_table(runs, task.target_accuracy))
+        f.write("\nNaN/Inf and the norms' train/inference gap:\n\n")
+        f.write(controls_table(rows))
     with open(paths["csv"], "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
         writer.writeheader()

@@ -27,9 +27,12 @@ import numpy as np
 
 from tfnorm import _keras
 from tfnorm._keras import keras, tf
+from tfnorm.experiments.claim_measures import measurement_actions
+from tfnorm.experiments.controls import compute_precision, norm_spec
 from tfnorm.experiments.gradients import layer_gradient_norms
 from tfnorm.experiments.warmup_report import EARLY_STEPS
 from tfnorm.optim.optimizers import make_optimizer
+from tfnorm.optim.precision import wrap_for_mixed_precision
 from tfnorm.optim.schedules import WarmupSchedule
 from tfnorm.training.loop.driver import Action, run_loop
 
@@ -69,6 +72,10 @@ def make_task(cfg):
         return MaskedTextTask(
             cfg.vocab_size, cfg.seq_len, cfg.eval_size, unit=cfg.text_unit
         )
+    if cfg.variable_length:
+        from tfnorm.experiments.padded_task import PaddedReverseTask
+
+        return PaddedReverseTask(cfg.vocab_size, cfg.seq_len, cfg.eval_size)
     return ReverseTask(cfg.vocab_size, cfg.seq_len, cfg.eval_size)
 
 
@@ -78,17 +85,20 @@ def learning_rates(peak, warmup_steps, steps):
     return schedule(np.arange(steps)).numpy().astype("float64")
 
 
-def build_model(num_layers, d_model, num_heads, dff, vocab_size, seq_len, **options):
+def build_model(
+    num_layers, d_model, num_heads, dff, vocab_size, seq_len, pad_id=None, **options
+):
     """Token + position embeddings, a tfnorm encoder, and per-token logits.
 
     Both embeddings are initialised N(0, 1): with small position embeddings
-    neither variant learns the reverse task in a few hundred steps.
+    neither variant learns the reverse task in a few hundred steps. With a
+    `pad_id`, the encoder masks the positions holding it.
 
     Returns:
         `(model, encoder)`.
     """
     from tfnorm.models import build_encoder
-    from tfnorm.models.text_layers import TokenAndPositionEmbedding
+    from tfnorm.models.text_layers import PaddingMask, TokenAndPositionEmbedding
 
     tokens = keras.Input((seq_len,), dtype="int32", name="tokens")
     embedded = TokenAndPositionEmbedding(
@@ -104,10 +114,12 @@ def build_model(num_layers, d_model, num_heads, dff, vocab_size, seq_len, **opti
         num_heads,
         dff,
         dropout_rate=0.0,
-        with_padding_mask=False,
+        with_padding_mask=pad_id is not None,
         seq_len=seq_len,
         **options,
     )
+    if pad_id is not None:
+        embedded = [embedded, PaddingMask(pad_id, name="padding_mask")(tokens)]
     logits = keras.layers.Dense(vocab_size, name="logits")(encoder(embedded))
     return keras.Model(tokens, logits, name="token_model"), encoder
 
@@ -127,11 +139,13 @@ class PositionTrainer:
     XLA compilation of a training step costs far more than the few hundred
     steps it runs (minutes on a loaded 2-core machine), so every run of one
     norm position reuses one model and one compiled step: a run copies fresh
-    seeded weights in, zeroes the optimizer state, and feeds the learning rate
-    of its schedule at every step.
+    seeded weights in, restores the optimizer's fresh state, and feeds the learning rate
+    of its schedule at every step. Under `cfg.mixed_precision` "float16" the
+    model is built with the `mixed_float16` policy and the optimizer scales
+    the loss dynamically.
     """
 
-    def __init__(self, position, cfg, vocab_size, num_layers=None):
+    def __init__(self, position, cfg, vocab_size, num_layers=None, pad_id=None):
         keras.backend.clear_session()
         # The first build's weights are replaced by every run's `reset`, but
         # under op determinism (which the experiment turns on for the
@@ -140,47 +154,58 @@ class PositionTrainer:
         keras.utils.set_random_seed(cfg.seeds[0])
         self.position = position
         self.cfg = cfg
-        self.vocab_size = vocab_size
+        self.vocab_size, self.pad_id = vocab_size, pad_id
         self.num_layers = num_layers or cfg.num_layers
         self.model, self.encoder = self._build()
         # The calibrated setting: Adam with beta_2 0.98, no clipping (clipping
         # hides the Post-LN instability) and no weight decay.
-        self.optimizer = make_optimizer(
-            "adam", cfg.learning_rate, beta_2=0.98, epsilon=1e-9
+        self.optimizer = wrap_for_mixed_precision(
+            make_optimizer("adam", cfg.learning_rate, beta_2=0.98, epsilon=1e-9),
+            cfg.mixed_precision,
         )
         _keras.build_optimizer(self.optimizer, self.model.trainable_variables)
+        # A run starts from this state: zero moments, the initial loss scale.
+        self.fresh_optimizer_state = [
+            v.numpy() for v in _keras.optimizer_variables(self.optimizer)
+        ]
         self.train_step = tf.function(self._train_step, jit_compile=cfg.jit_compile)
         self.evaluate = tf.function(self._evaluate)
 
     def _build(self):
         cfg = self.cfg
-        return build_model(
-            self.num_layers,
-            cfg.d_model,
-            cfg.num_heads,
-            cfg.dff,
-            self.vocab_size,
-            cfg.seq_len,
-            norm=cfg.norm,
-            norm_position=self.position,
-            epsilon=cfg.epsilon,
-        )
+        with compute_precision(cfg.mixed_precision):
+            return build_model(
+                self.num_layers,
+                cfg.d_model,
+                cfg.num_heads,
+                cfg.dff,
+                self.vocab_size,
+                cfg.seq_len,
+                pad_id=self.pad_id,
+                norm=norm_spec(cfg.norm, cfg.statistics),
+                norm_position=self.position,
+                epsilon=cfg.epsilon,
+            )
 
     def reset(self, seed):
         keras.utils.set_random_seed(seed)
         fresh, _ = self._build()
         self.model.set_weights(fresh.get_weights())
-        for variable in _keras.optimizer_variables(self.optimizer):
-            variable.assign(tf.zeros_like(variable))
+        variables = _keras.optimizer_variables(self.optimizer)
+        for variable, value in zip(variables, self.fresh_optimizer_state):
+            variable.assign(value)
 
     def _train_step(self, tokens, targets, weights):
         model = self.model
         with tf.GradientTape() as tape:
             logits = model(tokens, training=True)
             loss = weighted_cross_entropy(targets, logits, weights)
-        grads = tape.gradient(loss, model.trainable_variables)
+            scaled = _keras.scale_loss(self.optimizer, loss)
+        grads = tape.gradient(scaled, model.trainable_variables)
+        grads = _keras.unscale_gradients(self.optimizer, grads)
+        norm = tf.linalg.global_norm(grads) / _keras.gradient_scale(self.optimizer)
         self.optimizer.apply_gradients(zip(grads, model.trainable_variables))
-        return loss, tf.linalg.global_norm(grads)
+        return loss, norm
 
     def _evaluate(self, tokens, targets, weights):
         """(weighted token accuracy, weighted cross-entropy) on one batch."""
@@ -283,6 +308,9 @@ def train_run(trainer, variant, seed, task, logdir, log):
                 cfg.histogram_every,
             )
         )
+    # Last: the batch-statistics evaluation moves a batch norm's averages.
+    measures = measurement_actions(trainer.model, task.eval_data, cfg.batch_size, steps)
+    actions.extend(measures)
     writer = tf.summary.create_file_writer(run_dir)
     started = time.time()
     with writer.as_default():
@@ -306,6 +334,8 @@ def train_run(trainer, variant, seed, task, logdir, log):
         "init_layer_gradient_norms": init_norms,
         "seconds": seconds,
     }
+    for measure in measures:
+        run.update(measure.record())
     log(
         f"  {variant['name']:<34} seed {seed}: final accuracy "
         f"{run['final_accuracy']:.3f}, steps to target: "
@@ -328,6 +358,7 @@ def _step_function(trainer, task, rates, seed):
             "loss": float(loss),
             "gradient_norm": float(grad_norm),
             "learning_rate": rate,
+            "batch": batch,
         }
 
     return step_fn

@@ -18,6 +18,8 @@ import dataclasses
 from tfnorm._checks import FLOAT32_MAX, MAX_SEED
 from tfnorm._errors import setting_key
 from tfnorm.choices import (
+    COMPARE_CONTROL_NORMS,
+    COMPARE_STATISTICS,
     COMPARE_TASKS,
     NORM_NAMES,
     NORMS,
@@ -108,12 +110,33 @@ _fractions.many = True  # a list: `--flag A B C`
 
 def _norm(key, value):
     short = norm_choice(value.strip()) if isinstance(value, str) else None
+    if isinstance(value, str) and value.strip().lower() in COMPARE_CONTROL_NORMS:
+        short = value.strip().lower()
     if short is None:
         raise ValueError(
-            f"`{key}` must be a norm name ({spelled_out(NORM_NAMES)}). "
+            f"`{key}` must be a norm name ({spelled_out(NORM_NAMES + COMPARE_CONTROL_NORMS)}). "
             f"Received: {key}={value!r}"
         )
     return short
+
+
+#: The runs per seed `variants` may choose from (`warmup.variants`).
+VARIANTS = ("post", "post-warmup", "post-control", "pre", "pre-warmup")
+
+
+def _variants(key, value):
+    if isinstance(value, str):
+        value = value.replace(",", " ").split()
+    read = choice(VARIANTS)
+    if not isinstance(value, (list, tuple)) or not value:
+        raise ValueError(
+            f"`{key}` must name at least one of {spelled_out(VARIANTS, 'and')}. "
+            f"Received: {key}={value!r}"
+        )
+    return tuple(read(key, name) for name in value)
+
+
+_variants.many = True  # a list: `--flag A B C`
 
 
 @dataclasses.dataclass
@@ -161,7 +184,21 @@ class CompareConfig(DeclaredSettings):
     d_model: int = setting(32, MODEL, "model width", POSITIVE)
     num_heads: int = setting(4, MODEL, "attention heads", POSITIVE)
     dff: int = setting(128, MODEL, "feed-forward width", POSITIVE)
-    norm: str = setting("layer", MODEL, f"norm for every block: {norms_help()}", _norm)
+    norm: str = setting(
+        "layer",
+        MODEL,
+        f"norm for every block: {norms_help()}; or the control batch (Keras's "
+        "BatchNormalization, padding masked where Keras can; not a tfnorm norm)",
+        _norm,
+    )
+    statistics: str = setting(
+        "float32",
+        MODEL,
+        "where the norms compute mean and variance: float32 (tfnorm's norms, "
+        "always), or compute: a LayerNorm control computing them in the compute "
+        f"dtype ({setting_key('mixed_precision')}), as a plain-op LayerNorm does",
+        choice(COMPARE_STATISTICS),
+    )
     epsilon: float | None = setting(
         None,
         MODEL,
@@ -170,7 +207,25 @@ class CompareConfig(DeclaredSettings):
         optional=True,
         default_text=f"{DEFAULT_EPSILON:g}; none for a norm without a statistic (dyt)",
     )
+    variable_length: bool = setting(
+        False,
+        TASK,
+        "give the reverse task's sequences random lengths (1 to "
+        f"{setting_key('seq_len')}), padded at the end; padding is masked in the "
+        "loss, the attention and a batch norm's statistics",
+        boolean,
+        flags=("--variable-length",),
+        action="store_true",
+    )
     batch_size: int = setting(32, TRAINING, "batch size", POSITIVE)
+    variants: tuple = setting(
+        VARIANTS,
+        TRAINING,
+        "the runs per seed: post (no warm-up), post-warmup, post-control (no "
+        "warm-up at the warm-up run's mean rate), pre, pre-warmup",
+        _variants,
+        metavar="VARIANT",
+    )
     steps: int = setting(300, TRAINING, "training steps per run", POSITIVE)
     learning_rate: float = setting(
         1e-2,
@@ -229,6 +284,13 @@ class CompareConfig(DeclaredSettings):
         flags=("--no-jit",),
         action="store_false",
     )
+    mixed_precision: str = setting(
+        "float32",
+        RUNTIME,
+        "float16: the mixed_float16 policy (float16 compute, float32 "
+        "variables, dynamic loss scaling)",
+        choice(("float32", "float16")),
+    )
     deterministic: bool = setting(
         True,
         RUNTIME,
@@ -248,7 +310,9 @@ class CompareConfig(DeclaredSettings):
         for key, size in TASK_SIZES[sizes].items():
             if values[key] is None:
                 values[key] = size
-        takes_epsilon = NORMS[values["norm"]].takes_epsilon
+        _check_controls(values)
+        control = values["norm"] in COMPARE_CONTROL_NORMS
+        takes_epsilon = control or NORMS[values["norm"]].takes_epsilon
         if values["epsilon"] is None and takes_epsilon:
             values["epsilon"] = DEFAULT_EPSILON
         elif values["epsilon"] is not None and not takes_epsilon:
@@ -257,7 +321,7 @@ class CompareConfig(DeclaredSettings):
                 f"`norm` {values['norm']!r} divides by no statistic, so it takes "
                 f"no `epsilon`. Received: epsilon={values['epsilon']!r}",
             )
-        if takes_epsilon:
+        if takes_epsilon and not control:
             _check_epsilon(values["norm"], values["epsilon"])
         if values["warmup_steps"] is None:
             values["warmup_steps"] = max(
@@ -282,6 +346,22 @@ class CompareConfig(DeclaredSettings):
 
 #: The default of every setting, by name (what `--help` shows).
 DEFAULTS = {field.name: field.default for field in dataclasses.fields(CompareConfig)}
+
+
+def _check_controls(values):
+    """The controls' settings together: each applies where it can."""
+    if values["statistics"] == "compute" and values["norm"] != "layer":
+        raise ConfigError(
+            "statistics",
+            "`statistics` 'compute' is a LayerNorm control: it needs norm "
+            f"'layer'. Received: statistics='compute' with norm={values['norm']!r}",
+        )
+    if values["variable_length"] and values["task"] != "reverse":
+        raise ConfigError(
+            "variable_length",
+            "`variable_length` pads the reverse task. Received: "
+            f"variable_length=True with task={values['task']!r}",
+        )
 
 
 def _check_epsilon(norm, epsilon):
