@@ -6,6 +6,10 @@
   `CompareConfig`, its tasks `warmup_runs.ReverseTask` and
   `text_task.MaskedTextTask` (masked-language modelling on the Python
   language reference, `pydoc_data.topics`), its depth sweep `depth_sweep`.
+  Its controls for the seed articles' claims: `controls` (a batch norm and a
+  LayerNorm with compute-dtype statistics, outside the norm family),
+  `padded_task` (padded, variable-length sequences) and `claim_measures`
+  (NaN/Inf steps, the first broken norm, the train/inference gap).
 * `gradients`: per-layer gradient norms at initialisation (Xiong et al.,
   2020), the measurement behind the depth argument for warm-up.
 

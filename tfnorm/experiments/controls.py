@@ -25,7 +25,7 @@ from __future__ import annotations
 import contextlib
 
 from tfnorm import _keras
-from tfnorm._keras import build_sublayer, keras, tf
+from tfnorm._keras import build_sublayer, keras, plain_axis, tf
 from tfnorm.layers.base_normalization import BaseNormalization
 from tfnorm.layers.layer_normalization import LayerNormalization
 
@@ -99,7 +99,7 @@ class MaskedBatchNorm(BaseNormalization):
     def build(self, input_shape):
         super().build(input_shape)
         self.batch_norm = keras.layers.BatchNormalization(
-            axis=self.axis,
+            axis=plain_axis(self.axis),
             momentum=self.momentum,
             epsilon=self.epsilon,
             dtype=self.dtype_policy,
