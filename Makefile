@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
 PYTEST_ARGS ?= -x -q
 
-.PHONY: venv test test-container test-slow test-legacy test-tf29 test-compat lint format bench bench-keras3 bench-tf29 demo system-deps clean
+.PHONY: venv test test-container test-slow test-legacy test-tf29 test-compat lint format bench bench-keras3 bench-tf29 demo demo-lm system-deps clean
 
 # tf-keras (the legacy runtime) and keras-hub (bench/encoder.py and the
 # keras-hub tests of tests/models and tests/callbacks) are installed with
@@ -112,6 +112,13 @@ DEMO_DIR ?= runs/compare
 COMPARE_ARGS ?=
 demo: venv
 	$(VENV)/bin/tfnorm compare --output-dir $(DEMO_DIR) $(COMPARE_ARGS)
+
+# The decoder experiment: the same design with causal decoders predicting the
+# next byte of Python's own documentation text, plus LayerNorm vs RMSNorm vs
+# DyT at Pre-LN (`tfnorm compare --task lm`). COMPARE_ARGS as for `demo`.
+DEMO_LM_DIR ?= runs/compare-lm
+demo-lm: venv
+	$(VENV)/bin/tfnorm compare --task lm --output-dir $(DEMO_LM_DIR) $(COMPARE_ARGS)
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info

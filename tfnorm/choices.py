@@ -83,7 +83,7 @@ TRAIN_TASKS = SYNTHETIC_TASKS + (LANGUAGE_MODEL_TASK,)
 DECODER_PRESET_NORMS = {"llama": "rms", "gpt2": "layer"}
 
 #: Tasks of `tfnorm compare` (`tfnorm.experiments.warmup.run_comparison`).
-COMPARE_TASKS = ("reverse", "mlm")
+COMPARE_TASKS = ("reverse", "mlm", "lm")
 #: Norms `tfnorm compare --norm` also takes, as controls outside the family
 #: (`tfnorm.experiments.controls`): `tfnorm train` refuses them.
 COMPARE_CONTROL_NORMS = ("batch",)

@@ -97,7 +97,7 @@ def test_every_setting_has_a_flag_and_help_names_the_texts_source():
     for field in dataclasses.fields(CompareConfig):
         assert flags.flags_of(field)[0] in text
     assert "pydoc_data.topics" in text
-    assert "--task {reverse,mlm}" in text
+    assert "--task {reverse,mlm,lm}" in text
 
 
 @pytest.mark.parametrize(
@@ -211,3 +211,61 @@ def test_printed_tensorboard_line_runs_in_a_shell_without_the_venv(
     # With the venv active (its bin on PATH), the plain name is printed.
     monkeypatch.setenv("PATH", os.path.dirname(sys.executable) + ":/usr/bin:/bin")
     assert tensorboard_command() == "tensorboard"
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (
+            ["--task", "lm", "--vocab-size", "10"],
+            "--vocab-size: task 'lm' reads bytes",
+        ),
+        (
+            ["--norms", "rms", "dyt"],
+            "--norms: `norms` compares norms in the decoder experiment (task "
+            "'lm') only. Received: norms=['rms', 'dyt'] with task='reverse'",
+        ),
+        (["--task", "lm", "--norms", "batch"], "--norms: `norms` must be a norm"),
+    ],
+)
+def test_settings_that_do_not_apply_to_the_task_are_one_line_errors(
+    tmp_path, capsys, argv, message
+):
+    output_dir = str(tmp_path / "out")
+    assert main(["compare", "--output-dir", output_dir] + argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("tfnorm compare: error: ")
+    assert message in err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert not os.path.exists(output_dir)
+
+
+LM_TINY_FLAGS = [
+    "--task", "lm",
+    "--num-layers", "1",
+    "--d-model", "8",
+    "--num-heads", "2",
+    "--dff", "16",
+    "--seq-len", "8",
+    "--batch-size", "4",
+    "--steps", "4",
+    "--warmup-steps", "1",
+    "--eval-size", "4",
+    "--eval-every", "2",
+    "--histogram-every", "0",
+    "--seeds", "1",
+    "--norms", "layer",
+    "--no-jit",
+]  # fmt: skip
+
+
+def test_compare_task_lm_prints_the_bits_per_byte_table(tmp_path, capsys):
+    output_dir = str(tmp_path / "out")
+    assert main(["compare", "--output-dir", output_dir] + LM_TINY_FLAGS) == 0
+    printed = capsys.readouterr().out
+    assert "Unigram model of the training bytes" in printed
+    assert "| pre-LN, warm-up 1 | layer |" in printed
+    assert f"plot:        {os.path.join(output_dir, 'comparison.png')}" in printed
+    with open(os.path.join(output_dir, "results.json")) as f:
+        saved = json.load(f)
+    assert saved["config"]["task"] == "lm" and saved["config"]["norms"] == ["layer"]

@@ -24,6 +24,7 @@ examples:
   tfnorm compare                                  # the demo: `make demo`
   tfnorm compare --depths 6 12 18 --output-dir runs/sweep
   tfnorm compare --task mlm --steps 600 --warmup-steps 120 --output-dir runs/mlm
+  tfnorm compare --task lm --output-dir runs/compare-lm   # decoders: `make demo-lm`
 
 outputs (in --output-dir): results.md/.csv/.json (the table; every run's
 curves in the JSON), comparison.png, tensorboard/ (per run: scalars, and
@@ -41,7 +42,9 @@ def add_parser(subparsers):
         "plus a Post-LN control at the warm-up run's mean rate, for a few "
         "seeds on a synthetic token task (reverse) or masked-language "
         "modelling on the Python language reference's prose "
-        "(pydoc_data.topics, shipped with CPython); then write a table, a "
+        "(pydoc_data.topics, shipped with CPython); or, with --task lm, "
+        "causal decoders predicting the next byte of that text, with "
+        "LayerNorm, RMSNorm and DyT compared at Pre-LN (--norms); then write a table, a "
         "plot and TensorBoard logs into --output-dir. The defaults run in a "
         "few minutes on 2 CPU cores.",
         epilog=EPILOG,

@@ -19,6 +19,8 @@ import dataclasses
 import json
 import os
 
+import numpy as np
+
 from tfnorm.experiments.warmup_report import over_seeds
 from tfnorm.experiments.warmup_runs import PositionTrainer, train_run
 
@@ -87,7 +89,9 @@ def run_sweep(output_dir, cfg, task, log=print):
                             log,
                         )
                     )
-    rows = summarise_sweep(runs, cfg.depths, chosen, task.target_accuracy)
+    rows = summarise_sweep(
+        runs, cfg.depths, chosen, task.target_accuracy or task.target_loss
+    )
     paths = {
         "sweep_markdown": os.path.join(output_dir, "sweep.md"),
         "sweep_json": os.path.join(output_dir, "sweep.json"),
@@ -95,7 +99,7 @@ def run_sweep(output_dir, cfg, task, log=print):
         "sweep_tensorboard": logdir,
     }
     with open(paths["sweep_markdown"], "w") as f:
-        f.write(sweep_table(rows, cfg.depths, chosen, task.target_accuracy))
+        f.write(sweep_table(rows, cfg.depths, chosen, task))
     with open(paths["sweep_json"], "w") as f:
         json.dump({"rows": rows, "runs": runs}, f, indent=1)
     plot_sweep(rows, cfg.depths, paths["sweep_plot"], task)
@@ -121,6 +125,11 @@ def summarise_sweep(runs, depths, chosen, target):
             }
             if not target:
                 row["seeds_reaching_target"] = None
+            if "final_bits_per_byte" in mine[0]:
+                bits = [r["final_bits_per_byte"] for r in mine]
+                row["final_bits_per_byte_mean"] = float(np.mean(bits))
+                row["final_bits_per_byte_min"] = float(np.min(bits))
+                row["final_bits_per_byte_max"] = float(np.max(bits))
             row["max_gradient_norm_early"] = float(
                 max(r["max_gradient_norm_early"] for r in mine)
             )
@@ -128,8 +137,13 @@ def summarise_sweep(runs, depths, chosen, target):
     return rows
 
 
-def sweep_table(rows, depths, chosen, target):
-    """A depth × variant table: final accuracy (and seeds at target, median steps)."""
+def sweep_table(rows, depths, chosen, task):
+    """A depth × variant table: the final measure (and seeds at target, median steps).
+
+    The measure is the held-out accuracy, or for a language model the
+    held-out bits per byte; the target is the task's accuracy or loss
+    threshold.
+    """
     names = [v["name"] for v in chosen]
     lines = [
         "| layers | " + " | ".join(names) + " |",
@@ -141,22 +155,19 @@ def sweep_table(rows, depths, chosen, target):
             row = next(
                 r for r in rows if r["num_layers"] == depth and r["variant"] == name
             )
-            cell = f"{row['final_accuracy_mean']:.3f}"
-            if target is not None:
-                median = row["median_steps_to_target"]
-                cell += (
-                    f" ({row['seeds_reaching_target']}/{row['seeds']} at "
-                    f"{target:.0%}"
-                    + ("" if median is None else f", step {median:.0f}")
-                    + ")"
-                )
-            cells.append(cell)
+            cells.append(_sweep_cell(row, task))
         lines.append("| " + " | ".join(cells) + " |")
+    measure = (
+        "held-out bits per byte"
+        if task.target_loss is not None
+        else "final held-out accuracy"
+    )
+    target = _target_text(task)
     note = (
-        "\nCells: final held-out accuracy, mean over seeds"
+        f"\nCells: {measure}, mean over seeds"
         + (
-            f" (seeds reaching {target:.0%}, median step they reached it)."
-            if target is not None
+            f" (seeds reaching {target}, median step they reached it)."
+            if target
             else "."
         )
         + "\n"
@@ -164,10 +175,37 @@ def sweep_table(rows, depths, chosen, target):
     return "\n".join(lines) + "\n" + note
 
 
+def _target_text(task):
+    if task.target_loss is not None:
+        return f"{task.sizes['threshold_bits_per_byte']:.2f} bits per byte"
+    if task.target_accuracy is not None:
+        return f"{task.target_accuracy:.0%}"
+    return None
+
+
+def _sweep_cell(row, task):
+    if task.target_loss is not None:
+        cell = f"{row['final_bits_per_byte_mean']:.3f}"
+    else:
+        cell = f"{row['final_accuracy_mean']:.3f}"
+    target = _target_text(task)
+    if target is not None:
+        median = row["median_steps_to_target"]
+        cell += (
+            f" ({row['seeds_reaching_target']}/{row['seeds']} at "
+            + target.split(" ")[0]
+            + ("" if median is None else f", step {median:.0f}")
+            + ")"
+        )
+    return cell
+
+
 def plot_sweep(rows, depths, path, task):
-    """Final accuracy against Post-LN's warm-up length, one line per depth."""
+    """Final accuracy against Post-LN's warm-up length, one line per depth (bits per byte for a language model)."""
     from matplotlib.figure import Figure
 
+    bits = task.target_loss is not None
+    key = "final_bits_per_byte" if bits else "final_accuracy"
     figure = Figure(figsize=(7.5, 4.6))
     ax = figure.subplots()
     colours = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"]
@@ -184,15 +222,15 @@ def plot_sweep(rows, depths, path, task):
         warmups = [r["warmup_steps"] for r in post]
         ax.plot(
             warmups,
-            [r["final_accuracy_mean"] for r in post],
+            [r[f"{key}_mean"] for r in post],
             "o-",
             color=colour,
             label=f"Post-LN, {depth} layers",
         )
         ax.fill_between(
             warmups,
-            [r["final_accuracy_min"] for r in post],
-            [r["final_accuracy_max"] for r in post],
+            [r[f"{key}_min"] for r in post],
+            [r[f"{key}_max"] for r in post],
             color=colour,
             alpha=0.15,
         )
@@ -203,13 +241,39 @@ def plot_sweep(rows, depths, path, task):
         offset = -0.03 * (len(depths) - index) * max(max(warmups), 1)
         ax.plot(
             [offset],
-            [pre["final_accuracy_mean"]],
+            [pre[f"{key}_mean"]],
             marker="*",
             markersize=14,
             color=colour,
             ls="none",
             label=f"Pre-LN, {depth} layers, no warm-up",
         )
+    _sweep_axes(ax, task, bits)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+
+
+def _sweep_axes(ax, task, bits):
+    """The baselines and labels of the sweep's figure."""
+    if bits:
+        sizes = task.sizes
+        ax.axhline(
+            sizes["unigram_bits_per_byte"],
+            color="black",
+            ls="--",
+            lw=0.8,
+            label="unigram",
+        )
+        ax.axhline(sizes["bigram_bits_per_byte"], color="grey", ls=":", lw=1)
+        ax.set(
+            title="held-out bits per byte vs Post-LN warm-up length",
+            xlabel="warm-up steps (then the peak rate held)",
+            ylabel="bits per byte",
+            ylim=(0, sizes["unigram_bits_per_byte"] + 1.0),
+        )
+        return
     ax.axhline(task.chance, color="black", ls="--", lw=0.8, label="chance")
     if task.target_accuracy is not None:
         ax.axhline(task.target_accuracy, color="grey", ls=":", lw=1)
@@ -219,7 +283,3 @@ def plot_sweep(rows, depths, path, task):
         ylabel="accuracy",
         ylim=(0, 1.02),
     )
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)

@@ -34,6 +34,8 @@ class PaddedReverseTask:
 
     name = "reverse"
     target_accuracy = 0.95
+    #: No loss threshold: the target is the accuracy.
+    target_loss = None
     pad_id = PAD_ID
 
     def __init__(self, vocab_size, seq_len, eval_size):
@@ -57,3 +59,7 @@ class PaddedReverseTask:
 
     def batch(self, rng, batch_size):
         return padded_reverse_task(rng, batch_size, self.seq_len, self.real_vocab_size)
+
+    def final_measures(self, evaluate):
+        """Nothing beyond the curves: the evaluation set is the whole measure."""
+        return {}

@@ -13,6 +13,12 @@ gradient norm at step 0 and the largest one in the early steps after it, and
 the per-layer gradient norms at initialisation; `depths=(6, 12, 18)` adds a
 depth sweep (`tfnorm.experiments.depth_sweep`).
 
+With `task="lm"` the same design trains causal decoders
+(`tfnorm.build_decoder`) on the bytes of the Python language reference
+(`lm_task`), and adds LayerNorm vs RMSNorm vs DyT at Pre-LN (`norms`); its
+table reads held-out bits per byte, steps to a loss threshold (a bigram
+model's bits per byte) and the step time (`lm_report`).
+
 The tasks and the training of one variant for one seed are in
 `warmup_runs` (and `text_task` for masked-language modelling on real text);
 the tables and the figure in `warmup_report`. The default size was
@@ -37,7 +43,8 @@ import numpy as np
 
 from tfnorm import _keras
 from tfnorm._checks import is_int, is_real
-from tfnorm.choices import NORM_POSITIONS
+from tfnorm.choices import NORM_POSITIONS, NORMS
+from tfnorm.experiments import lm_report
 from tfnorm.experiments.claim_measures import control_summary, controls_table
 from tfnorm.experiments.warmup_report import (
     EARLY_STEPS,
@@ -73,7 +80,7 @@ POSITIONS = ("post", "pre")
 
 
 def variants(cfg, settings=None):
-    """The runs per seed, as dicts with `name`, `slug`, `norm_position`, `warmup_steps`, `learning_rate`.
+    """The runs per seed, as dicts with `name`, `slug`, `norm_position`, `norm`, `warmup_steps`, `learning_rate`.
 
     `settings` is a list of `(norm_position, warmup_steps)` or
     `(norm_position, warmup_steps, learning_rate)` tuples (the rate is the
@@ -81,6 +88,9 @@ def variants(cfg, settings=None):
     warm-up, with `cfg.warmup_steps` of it, and without warm-up at the
     warm-up run's mean rate (the control); Pre-LN without and with warm-up;
     those `cfg.variants` names (`VARIANTS`).
+    All use `cfg.norm`; then each of `cfg.norms` (the decoder experiment's
+    norm comparison) adds a Pre-LN run with `cfg.warmup_steps` of warm-up
+    at the peak rate, unless one of the runs above is that run.
     """
     peak = cfg.learning_rate
     if settings is None:
@@ -93,25 +103,38 @@ def variants(cfg, settings=None):
             "pre-warmup": ("pre", cfg.warmup_steps),
         }
         settings = [named[name] for name in VARIANTS if name in cfg.variants]
-    result = []
-    for setting in settings:
-        position, warmup = setting[0], int(setting[1])
-        rate = float(setting[2]) if len(setting) == 3 else peak
-        name = f"{position}-LN, " + (f"warm-up {warmup}" if warmup else "no warm-up")
-        slug = f"{position}_" + (f"warmup{warmup}" if warmup else "no_warmup")
-        if rate != peak:
-            name += f", rate {rate:.3g}"
-            slug += f"_rate{rate:.3g}"
-        result.append(
-            {
-                "name": name,
-                "slug": slug.replace("-", ""),
-                "norm_position": position,
-                "warmup_steps": warmup,
-                "learning_rate": rate,
-            }
-        )
+    result = [_variant(cfg, setting) for setting in settings]
+    for norm in cfg.norms or ():
+        extra = _variant(cfg, ("pre", cfg.warmup_steps, peak), norm)
+        if not any(_same_run(extra, other) for other in result):
+            result.append(extra)
     return result
+
+
+def _variant(cfg, setting, norm=None):
+    position, warmup = setting[0], int(setting[1])
+    rate = float(setting[2]) if len(setting) == 3 else cfg.learning_rate
+    name = f"{position}-LN, " + (f"warm-up {warmup}" if warmup else "no warm-up")
+    slug = f"{position}_" + (f"warmup{warmup}" if warmup else "no_warmup")
+    if rate != cfg.learning_rate:
+        name += f", rate {rate:.3g}"
+        slug += f"_rate{rate:.3g}"
+    if norm is not None and norm != cfg.norm:
+        name += f", {NORMS[norm].class_name}"
+        slug += f"_{norm}"
+    return {
+        "name": name,
+        "slug": slug.replace("-", ""),
+        "norm_position": position,
+        "norm": norm or cfg.norm,
+        "warmup_steps": warmup,
+        "learning_rate": rate,
+    }
+
+
+def _same_run(one, other):
+    keys = ("norm_position", "norm", "warmup_steps", "learning_rate")
+    return all(one[key] == other[key] for key in keys)
 
 
 def run_comparison(
@@ -158,8 +181,9 @@ def run_comparison(
             instead of the default five, e.g. `[("sandwich", 0),
             ("deepnorm", 0)]`.
         config: a `CompareConfig`; `**overrides` are applied over it.
-        **overrides: any `CompareConfig` field: `task` ("reverse" or
-            "mlm"), `num_layers`, `d_model`, `num_heads`, `dff`,
+        **overrides: any `CompareConfig` field: `task` ("reverse",
+            "mlm" or "lm"), `norms` (lm: norms compared at Pre-LN),
+            `num_layers`, `d_model`, `num_heads`, `dff`,
             `vocab_size`, `seq_len`, `batch_size`, `steps`,
             `learning_rate` (peak), `warmup_steps`, `seeds`, `norm`,
             `epsilon`, `eval_size`, `eval_every`, `histogram_every`,
@@ -188,11 +212,14 @@ def _run(output_dir, log, variant_settings, cfg):
         f"Post-LN vs Pre-LN, {task.description}: {cfg.num_layers} layers, "
         f"d_model {cfg.d_model}, {cfg.steps} steps, peak lr "
         f"{cfg.learning_rate}, warm-up {cfg.warmup_steps}, seeds {list(cfg.seeds)}"
+        + (f", norms at Pre-LN {list(cfg.norms)}" if cfg.norms else "")
     )
     runs = _train_all(cfg, chosen, task, logdir, log)
     rows = summarise(runs, [v["name"] for v in chosen])
     for row in rows:
         row.update(control_summary([r for r in runs if r["variant"] == row["variant"]]))
+    if task.name == "lm":
+        rows = lm_report.add_lm_columns(rows, runs)
     result = _write_results(output_dir, logdir, cfg, task, rows, runs)
     if cfg.depths:
         from tfnorm.experiments.depth_sweep import run_sweep
@@ -241,16 +268,25 @@ def _check_variant_settings(settings, steps):
 def _train_all(cfg, chosen, task, logdir, log):
     """Every variant for every seed, in the order of `chosen` then seed.
 
-    The runs of one norm position share one `PositionTrainer`, so each
-    position's step is compiled once.
+    The runs of one norm position and norm share one `PositionTrainer`, so
+    each one's step is compiled once.
     """
     runs = []
-    for position in dict.fromkeys(v["norm_position"] for v in chosen):
+    for position, norm in dict.fromkeys(
+        (v["norm_position"], v["norm"]) for v in chosen
+    ):
         trainer = PositionTrainer(
-            position, cfg, task.vocab_size, pad_id=getattr(task, "pad_id", None)
+            position,
+            cfg,
+            task.vocab_size,
+            norm=norm,
+            pad_id=getattr(task, "pad_id", None),
         )
+        mine = [
+            v for v in chosen if (v["norm_position"], v["norm"]) == (position, norm)
+        ]
         for seed in cfg.seeds:
-            for variant in [v for v in chosen if v["norm_position"] == position]:
+            for variant in mine:
                 runs.append(train_run(trainer, variant, seed, task, logdir, log))
     # Report in the table's order whatever order the runs ran in.
     order = {v["name"]: i for i, v in enumerate(chosen)}
@@ -280,9 +316,14 @@ def _write_results(output_dir, logdir, cfg, task, rows, runs):
         "tensorboard": logdir,
     }
     with open(paths["markdown"], "w") as f:
-        f.write(markdown_table(rows, task.target_accuracy))
-        f.write("\nEvery seed:\n\n")
-        f.write(per_seed_table(runs, task.target_accuracy))
+        if task.name == "lm":
+            f.write(lm_report.markdown_table(rows, task))
+            f.write("\nEvery seed:\n\n")
+            f.write(lm_report.per_seed_table(runs, task))
+        else:
+            f.write(markdown_table(rows, task.target_accuracy))
+            f.write("\nEvery seed:\n\n")
+            f.write(per_seed_table(runs, task.target_accuracy))
         f.write("\nNaN/Inf and the norms' train/inference gap:\n\n")
         f.write(controls_table(rows))
     with open(paths["csv"], "w", newline="") as f:
@@ -298,7 +339,10 @@ def _write_results(output_dir, logdir, cfg, task, rows, runs):
     }
     with open(paths["json"], "w") as f:
         json.dump(result, f, indent=1)
-    plot(runs, rows, paths["plot"], chance=task.chance, target=task.target_accuracy)
+    if task.name == "lm":
+        lm_report.plot(runs, rows, paths["plot"], task)
+    else:
+        plot(runs, rows, paths["plot"], chance=task.chance, target=task.target_accuracy)
     return result
 
 

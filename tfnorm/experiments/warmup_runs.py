@@ -30,11 +30,13 @@ from tfnorm._keras import keras, tf
 from tfnorm.experiments.claim_measures import measurement_actions
 from tfnorm.experiments.controls import compute_precision, norm_spec
 from tfnorm.experiments.gradients import layer_gradient_norms
+from tfnorm.experiments.lm_task import ByteTextTask, build_decoder_model, norm_epsilon
+from tfnorm.experiments.run_actions import EvaluateHeldOut, NormHistograms, RecordSteps
 from tfnorm.experiments.warmup_report import EARLY_STEPS
 from tfnorm.optim.optimizers import make_optimizer
 from tfnorm.optim.precision import wrap_for_mixed_precision
 from tfnorm.optim.schedules import WarmupSchedule
-from tfnorm.training.loop.driver import Action, run_loop
+from tfnorm.training.loop.driver import run_loop
 
 
 def reverse_task(rng, count, seq_len, vocab_size):
@@ -49,6 +51,8 @@ class ReverseTask:
     name = "reverse"
     description = "token reversal (target = input reversed), synthetic"
     target_accuracy = 0.95
+    #: No loss threshold: the target is the accuracy.
+    target_loss = None
 
     def __init__(self, vocab_size, seq_len, eval_size):
         self.vocab_size, self.seq_len = vocab_size, seq_len
@@ -63,9 +67,15 @@ class ReverseTask:
         tokens, targets = reverse_task(rng, batch_size, self.seq_len, self.vocab_size)
         return tokens, targets, np.ones(tokens.shape, "float32")
 
+    def final_measures(self, evaluate):
+        """Nothing beyond the curves: the evaluation set is the whole measure."""
+        return {}
+
 
 def make_task(cfg):
     """The task `cfg.task` names, at `cfg`'s sizes."""
+    if cfg.task == "lm":
+        return ByteTextTask(cfg.seq_len, cfg.eval_size)
     if cfg.task == "mlm":
         from tfnorm.experiments.text_task import MaskedTextTask
 
@@ -145,7 +155,9 @@ class PositionTrainer:
     the loss dynamically.
     """
 
-    def __init__(self, position, cfg, vocab_size, num_layers=None, pad_id=None):
+    def __init__(
+        self, position, cfg, vocab_size, num_layers=None, norm=None, pad_id=None
+    ):
         keras.backend.clear_session()
         # The first build's weights are replaced by every run's `reset`, but
         # under op determinism (which the experiment turns on for the
@@ -156,6 +168,8 @@ class PositionTrainer:
         self.cfg = cfg
         self.vocab_size, self.pad_id = vocab_size, pad_id
         self.num_layers = num_layers or cfg.num_layers
+        self.norm = norm or cfg.norm
+        self.epsilon = cfg.epsilon if self.norm == cfg.norm else norm_epsilon(cfg, norm)
         self.model, self.encoder = self._build()
         # The calibrated setting: Adam with beta_2 0.98, no clipping (clipping
         # hides the Post-LN instability) and no weight decay.
@@ -173,18 +187,20 @@ class PositionTrainer:
 
     def _build(self):
         cfg = self.cfg
+        build = build_decoder_model if cfg.task == "lm" else build_model
+        options = {} if self.pad_id is None else {"pad_id": self.pad_id}
         with compute_precision(cfg.mixed_precision):
-            return build_model(
+            return build(
                 self.num_layers,
                 cfg.d_model,
                 cfg.num_heads,
                 cfg.dff,
                 self.vocab_size,
                 cfg.seq_len,
-                pad_id=self.pad_id,
-                norm=norm_spec(cfg.norm, cfg.statistics),
+                norm=norm_spec(self.norm, cfg.statistics),
                 norm_position=self.position,
-                epsilon=cfg.epsilon,
+                epsilon=self.epsilon,
+                **options,
             )
 
     def reset(self, seed):
@@ -218,70 +234,15 @@ class PositionTrainer:
         return accuracy, weighted_cross_entropy(targets, logits, weights)
 
 
-class _Record(Action):
-    """Keeps every step's loss and gradient norm, and writes them with the rate."""
-
-    def __init__(self):
-        self.losses, self.gradient_norms = [], []
-
-    def on_step_end(self, step, logs):
-        self.losses.append(logs["loss"])
-        self.gradient_norms.append(logs["gradient_norm"])
-        # TensorBoard steps count from 0 here, as in the published runs.
-        tf.summary.scalar("loss", logs["loss"], step=step - 1)
-        tf.summary.scalar("gradient_norm", logs["gradient_norm"], step=step - 1)
-        tf.summary.scalar("learning_rate", logs["learning_rate"], step=step - 1)
-
-
-class _Evaluate(Action):
-    """Accuracy and loss on the held-out data every `every` steps and at the end."""
-
-    def __init__(self, evaluate, eval_data, every, total_steps):
-        self.evaluate = evaluate
-        self.eval_data = tuple(tf.constant(part) for part in eval_data)
-        self.every, self.total_steps = every, total_steps
-        self.evals = []
-
-    def on_step_end(self, step, logs):
-        if step % self.every == 0 or step == self.total_steps:
-            accuracy, loss = (float(v) for v in self.evaluate(*self.eval_data))
-            self.evals.append((step, accuracy, loss))
-            tf.summary.scalar("eval_token_accuracy", accuracy, step=step - 1)
-            tf.summary.scalar("eval_loss", loss, step=step - 1)
-
-
-class _Histograms(Action):
-    """Histograms of every norm layer's outputs on a probe batch, every `every` steps.
-
-    Written by `tfnorm.callbacks.NormHistogramCallback` into `log_dir`
-    (`<run>/norms`), at step 0 (the initialisation) and then every `every`
-    steps, with the same step numbering as the scalars.
-    """
-
-    def __init__(self, model, probe, log_dir, every):
-        from tfnorm.callbacks import NormHistogramCallback
-
-        self.every = every
-        self.callback = NormHistogramCallback(log_dir, probe, every_n_steps=every)
-        self.callback.set_model(model)
-        self.callback.log(0)
-
-    def on_step_end(self, step, logs):
-        if step % self.every == 0:
-            self.callback.log(step)
-
-    def close(self):
-        self.callback.close()
-
-
 def train_run(trainer, variant, seed, task, logdir, log):
     """Trains `trainer`'s model from fresh weights of `seed`; returns the run's record.
 
     `variant` is a dict with `name`, `warmup_steps` and `learning_rate`
     (the peak). The record holds the variant, its rates, every step's loss
-    and gradient norm, the evaluations, the steps to the task's target
-    accuracy and the per-layer gradient norms at initialisation; one
-    progress line goes to `log`.
+    and gradient norm, its median step time, the evaluations, the steps to
+    the task's target (accuracy, or a held-out loss threshold), the
+    per-layer gradient norms at initialisation and the task's final
+    measures (`task.final_measures`); one progress line goes to `log`.
     """
     cfg = trainer.cfg
     steps = cfg.steps
@@ -295,13 +256,13 @@ def train_run(trainer, variant, seed, task, logdir, log):
         eval_weights[:256],
     )
     rates = learning_rates(variant["learning_rate"], variant["warmup_steps"], steps)
-    record = _Record()
-    evaluate = _Evaluate(trainer.evaluate, task.eval_data, cfg.eval_every, steps)
+    record = RecordSteps()
+    evaluate = EvaluateHeldOut(trainer.evaluate, task.eval_data, cfg.eval_every, steps)
     run_dir = os.path.join(logdir, variant["slug"] + f"_seed{seed}")
     actions = [record, evaluate]
     if cfg.histogram_every:
         actions.append(
-            _Histograms(
+            NormHistograms(
                 trainer.model,
                 eval_inputs[:64],
                 os.path.join(run_dir, "norms"),
@@ -324,24 +285,36 @@ def train_run(trainer, variant, seed, task, logdir, log):
     run = {
         "variant": variant["name"],
         "norm_position": trainer.position,
+        "norm": trainer.norm,
         "num_layers": trainer.num_layers,
         "warmup_steps": variant["warmup_steps"],
         "learning_rate": variant["learning_rate"],
         "mean_learning_rate": float(np.mean(rates)),
         "steps": steps,
         "seed": seed,
-        **_curves(record, evaluate.evals, task.target_accuracy),
+        **_curves(record, evaluate.evals, task),
         "init_layer_gradient_norms": init_norms,
         "seconds": seconds,
+        **task.final_measures(
+            lambda *parts: trainer.evaluate(*(tf.constant(p) for p in parts))
+        ),
     }
     for measure in measures:
         run.update(measure.record())
-    log(
-        f"  {variant['name']:<34} seed {seed}: final accuracy "
-        f"{run['final_accuracy']:.3f}, steps to target: "
-        f"{run['steps_to_target'] or '-'}, {1000 * seconds / steps:.0f} ms/step"
-    )
+    log(f"  {variant['name']:<34} seed {seed}: {_outcome(run)}")
     return run
+
+
+def _outcome(run):
+    """The progress line's account of a finished run."""
+    if "final_bits_per_byte" in run:
+        result = f"held-out {run['final_bits_per_byte']:.3f} bits per byte"
+    else:
+        result = f"final accuracy {run['final_accuracy']:.3f}"
+    return (
+        f"{result}, steps to target: {run['steps_to_target'] or '-'}, "
+        f"{run['step_ms']:.0f} ms/step"
+    )
 
 
 def _step_function(trainer, task, rates, seed):
@@ -353,27 +326,35 @@ def _step_function(trainer, task, rates, seed):
         batch = task.batch(rng, batch_size)
         rate = float(rates[step - 1])
         trainer.optimizer.learning_rate = rate
+        started = time.perf_counter()
         loss, grad_norm = trainer.train_step(*(tf.constant(part) for part in batch))
+        loss = float(loss)  # waits for the step
         return {
-            "loss": float(loss),
+            "loss": loss,
             "gradient_norm": float(grad_norm),
             "learning_rate": rate,
             "batch": batch,
+            "step_seconds": time.perf_counter() - started,
         }
 
     return step_fn
 
 
-def _curves(record, evals, target):
+def _curves(record, evals, task):
     """A run's recorded curves and what the table reads from them.
 
     The gradient norm of step 0 (at the initial weights, the same for every
     variant of a seed) is kept apart from the early phase, steps 1 to
-    `EARLY_STEPS`, where warm-up acts.
+    `EARLY_STEPS`, where warm-up acts. The target is the task's accuracy,
+    or (language modelling) its held-out loss threshold. The step time is
+    the median over the run's steps: the first, which may compile, and the
+    evaluations are left out by it.
     """
     reached = None
-    if target is not None:
-        reached = next((s for s, acc, _ in evals if acc >= target), None)
+    if task.target_accuracy is not None:
+        reached = next((s for s, acc, _ in evals if acc >= task.target_accuracy), None)
+    elif task.target_loss is not None:
+        reached = next((s for s, _, loss in evals if loss <= task.target_loss), None)
     norms = record.gradient_norms
     return {
         "losses": record.losses,
@@ -384,6 +365,7 @@ def _curves(record, evals, target):
         "final_accuracy": evals[-1][1],
         "final_eval_loss": evals[-1][2],
         "steps_to_target": reached,
+        "step_ms": 1000.0 * float(np.median(record.step_seconds)),
         "gradient_norm_step0": norms[0],
         "max_gradient_norm_early": max(norms[1 : EARLY_STEPS + 1] or norms[:1]),
     }

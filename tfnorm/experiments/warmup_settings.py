@@ -15,18 +15,24 @@ from __future__ import annotations
 
 import dataclasses
 
-from tfnorm._checks import FLOAT32_MAX, MAX_SEED
+from tfnorm._checks import FLOAT32_MAX
 from tfnorm._errors import setting_key
 from tfnorm.choices import (
     COMPARE_CONTROL_NORMS,
     COMPARE_STATISTICS,
     COMPARE_TASKS,
-    NORM_NAMES,
     NORMS,
     TEXT_UNITS,
-    norm_choice,
     norms_help,
-    spelled_out,
+)
+from tfnorm.experiments.compare_readers import (
+    VARIANTS,
+    check_controls,
+    read_depths,
+    read_norm,
+    read_norms,
+    read_seeds,
+    read_variants,
 )
 from tfnorm.training.config.declared import DeclaredSettings
 from tfnorm.training.config.settings import (
@@ -58,40 +64,17 @@ DEFAULT_WARMUP_FRACTION = 0.2
 #: The norms' epsilon: the Transformer setting (PyTorch and keras-hub use it too).
 DEFAULT_EPSILON = 1e-5
 
-#: Per-task sizes used when `vocab_size` or `seq_len` is left unset.
+#: Per-task values of the settings left unset (None).
 TASK_SIZES = {
-    "reverse": {"vocab_size": 10, "seq_len": 12},
-    "mlm-char": {"vocab_size": 48, "seq_len": 64},
-    "mlm-word": {"vocab_size": 1000, "seq_len": 32},
+    "reverse": {"vocab_size": 10, "seq_len": 12, "batch_size": 32, "eval_size": 512},
+    "mlm-char": {"vocab_size": 48, "seq_len": 64, "batch_size": 32, "eval_size": 512},
+    "mlm-word": {"vocab_size": 1000, "seq_len": 32, "batch_size": 32, "eval_size": 512},
+    "lm": {"seq_len": 64, "batch_size": 16, "eval_size": 64},
 }
-
-
-def _seeds(key, value):
-    if isinstance(value, str):
-        value = value.replace(",", " ").split()
-    if not isinstance(value, (list, tuple)) or not value:
-        raise ValueError(
-            f"`{key}` must name at least one seed. Received: {key}={value!r}"
-        )
-    read = integer(0, MAX_SEED)
-    return tuple(read(key, seed) for seed in value)
-
-
-_seeds.many = True  # a list: `--flag A B C`
-
-
-def _depths(key, value):
-    if isinstance(value, str):
-        value = value.replace(",", " ").split()
-    if not isinstance(value, (list, tuple)) or not value:
-        raise ValueError(
-            f"`{key}` must name at least one depth. Received: {key}={value!r}"
-        )
-    read = integer(1, 64)
-    return tuple(read(key, depth) for depth in value)
-
-
-_depths.many = True  # a list: `--flag A B C`
+#: The norms the decoder experiment compares at Pre-LN when `norms` is unset.
+LM_NORMS = ("layer", "rms", "dyt")
+#: The longest context of the decoder experiment.
+MAX_LM_SEQ_LEN = 4096
 
 
 def _fractions(key, value):
@@ -106,37 +89,6 @@ def _fractions(key, value):
 
 
 _fractions.many = True  # a list: `--flag A B C`
-
-
-def _norm(key, value):
-    short = norm_choice(value.strip()) if isinstance(value, str) else None
-    if isinstance(value, str) and value.strip().lower() in COMPARE_CONTROL_NORMS:
-        short = value.strip().lower()
-    if short is None:
-        raise ValueError(
-            f"`{key}` must be a norm name ({spelled_out(NORM_NAMES + COMPARE_CONTROL_NORMS)}). "
-            f"Received: {key}={value!r}"
-        )
-    return short
-
-
-#: The runs per seed `variants` may choose from (`warmup.variants`).
-VARIANTS = ("post", "post-warmup", "post-control", "pre", "pre-warmup")
-
-
-def _variants(key, value):
-    if isinstance(value, str):
-        value = value.replace(",", " ").split()
-    read = choice(VARIANTS)
-    if not isinstance(value, (list, tuple)) or not value:
-        raise ValueError(
-            f"`{key}` must name at least one of {spelled_out(VARIANTS, 'and')}. "
-            f"Received: {key}={value!r}"
-        )
-    return tuple(read(key, name) for name in value)
-
-
-_variants.many = True  # a list: `--flag A B C`
 
 
 @dataclasses.dataclass
@@ -154,7 +106,8 @@ class CompareConfig(DeclaredSettings):
         "reverse: synthetic token reversal (target = input reversed); mlm: "
         "BERT-style masked-language modelling on real English text, the Python "
         "language reference's prose that ships with CPython "
-        "(pydoc_data.topics.topics), no download",
+        "(pydoc_data.topics.topics), no download; lm: causal decoders "
+        "(tfnorm.build_decoder) predicting the next byte of that text",
         choice(COMPARE_TASKS),
     )
     text_unit: str = setting(
@@ -167,7 +120,8 @@ class CompareConfig(DeclaredSettings):
         None,
         TASK,
         "token vocabulary: symbols of the reverse task, or the most frequent "
-        "characters or words of the text for mlm (plus [MASK] and [UNK])",
+        "characters or words of the text for mlm (plus [MASK] and [UNK]); "
+        "lm reads bytes (257 tokens with end-of-text) and takes none",
         POSITIVE,
         optional=True,
         default_text="10 for reverse; for mlm 48 characters or 1000 words",
@@ -178,7 +132,7 @@ class CompareConfig(DeclaredSettings):
         "sequence length (characters or words for mlm)",
         integer(2),
         optional=True,
-        default_text="12 for reverse; for mlm 64 characters or 32 words",
+        default_text="12 for reverse; for mlm 64 characters or 32 words; 64 bytes for lm",
     )
     num_layers: int = setting(6, MODEL, "encoder blocks", POSITIVE)
     d_model: int = setting(32, MODEL, "model width", POSITIVE)
@@ -189,7 +143,7 @@ class CompareConfig(DeclaredSettings):
         MODEL,
         f"norm for every block: {norms_help()}; or the control batch (Keras's "
         "BatchNormalization, padding masked where Keras can; not a tfnorm norm)",
-        _norm,
+        read_norm,
     )
     statistics: str = setting(
         "float32",
@@ -198,6 +152,15 @@ class CompareConfig(DeclaredSettings):
         "always), or compute: a LayerNorm control computing them in the compute "
         f"dtype ({setting_key('mixed_precision')}), as a plain-op LayerNorm does",
         choice(COMPARE_STATISTICS),
+    )
+    norms: tuple | None = setting(
+        None,
+        MODEL,
+        "lm only: the norms also compared at Pre-LN with warm-up, one run each",
+        read_norms,
+        optional=True,
+        metavar="NORM",
+        default_text=" ".join(LM_NORMS) + " for lm",
     )
     epsilon: float | None = setting(
         None,
@@ -217,13 +180,20 @@ class CompareConfig(DeclaredSettings):
         flags=("--variable-length",),
         action="store_true",
     )
-    batch_size: int = setting(32, TRAINING, "batch size", POSITIVE)
+    batch_size: int | None = setting(
+        None,
+        TRAINING,
+        "batch size",
+        POSITIVE,
+        optional=True,
+        default_text="32; 16 for lm",
+    )
     variants: tuple = setting(
         VARIANTS,
         TRAINING,
         "the runs per seed: post (no warm-up), post-warmup, post-control (no "
         "warm-up at the warm-up run's mean rate), pre, pre-warmup",
-        _variants,
+        read_variants,
         metavar="VARIANT",
     )
     steps: int = setting(300, TRAINING, "training steps per run", POSITIVE)
@@ -244,10 +214,20 @@ class CompareConfig(DeclaredSettings):
         default_text=f"{DEFAULT_WARMUP_FRACTION:.0%} of {setting_key('steps')}, 60 at 300",
     )
     seeds: tuple = setting(
-        (0, 1, 2), TRAINING, "seeds to run each variant with", _seeds, metavar="SEED"
+        (0, 1, 2),
+        TRAINING,
+        "seeds to run each variant with",
+        read_seeds,
+        metavar="SEED",
     )
-    eval_size: int = setting(
-        512, MEASUREMENT, "sequences in the fixed evaluation set", POSITIVE
+    eval_size: int | None = setting(
+        None,
+        MEASUREMENT,
+        "sequences in the fixed evaluation set (lm: held-out windows of the "
+        "curves; the final bits per byte read the whole held-out text)",
+        POSITIVE,
+        optional=True,
+        default_text="512; 64 for lm",
     )
     eval_every: int = setting(10, MEASUREMENT, "evaluate every N steps", POSITIVE)
     histogram_every: int = setting(
@@ -262,7 +242,7 @@ class CompareConfig(DeclaredSettings):
         SWEEP,
         "also run the depth sweep at these depths (e.g. 6 12 18): Post-LN with "
         f"each {setting_key('sweep_warmups')} fraction, Pre-LN without warm-up",
-        _depths,
+        read_depths,
         optional=True,
         metavar="LAYERS",
     )
@@ -274,7 +254,7 @@ class CompareConfig(DeclaredSettings):
         metavar="FRACTION",
     )
     sweep_seeds: tuple = setting(
-        (0,), SWEEP, "seeds of the sweep's runs", _seeds, metavar="SEED"
+        (0,), SWEEP, "seeds of the sweep's runs", read_seeds, metavar="SEED"
     )
     jit_compile: bool = setting(
         True,
@@ -310,7 +290,16 @@ class CompareConfig(DeclaredSettings):
         for key, size in TASK_SIZES[sizes].items():
             if values[key] is None:
                 values[key] = size
-        _check_controls(values)
+        check_controls(values)
+        if sizes == "lm":
+            _finish_lm(values)
+        elif values["norms"] is not None:
+            raise ConfigError(
+                "norms",
+                "`norms` compares norms in the decoder experiment (task 'lm') "
+                f"only. Received: norms={list(values['norms'])!r} with "
+                f"task={values['task']!r}",
+            )
         control = values["norm"] in COMPARE_CONTROL_NORMS
         takes_epsilon = control or NORMS[values["norm"]].takes_epsilon
         if values["epsilon"] is None and takes_epsilon:
@@ -344,24 +333,30 @@ class CompareConfig(DeclaredSettings):
             )
 
 
+def _finish_lm(values):
+    from tfnorm.training.data.byte_text import VOCAB_SIZE
+
+    if values["vocab_size"] not in (None, VOCAB_SIZE):
+        raise ConfigError(
+            "vocab_size",
+            f"task 'lm' reads bytes: its vocabulary is {VOCAB_SIZE} tokens "
+            "(256 bytes and end-of-text) and takes no `vocab_size`. Received: "
+            f"vocab_size={values['vocab_size']!r} with task='lm'",
+        )
+    values["vocab_size"] = VOCAB_SIZE
+    if values["seq_len"] > MAX_LM_SEQ_LEN:
+        raise ConfigError(
+            "seq_len",
+            f"`seq_len` must be at most {MAX_LM_SEQ_LEN} for task 'lm', so that "
+            "the held-out text (about 46,000 bytes) holds several windows. "
+            f"Received: seq_len={values['seq_len']!r}",
+        )
+    if values["norms"] is None:
+        values["norms"] = LM_NORMS
+
+
 #: The default of every setting, by name (what `--help` shows).
 DEFAULTS = {field.name: field.default for field in dataclasses.fields(CompareConfig)}
-
-
-def _check_controls(values):
-    """The controls' settings together: each applies where it can."""
-    if values["statistics"] == "compute" and values["norm"] != "layer":
-        raise ConfigError(
-            "statistics",
-            "`statistics` 'compute' is a LayerNorm control: it needs norm "
-            f"'layer'. Received: statistics='compute' with norm={values['norm']!r}",
-        )
-    if values["variable_length"] and values["task"] != "reverse":
-        raise ConfigError(
-            "variable_length",
-            "`variable_length` pads the reverse task. Received: "
-            f"variable_length=True with task={values['task']!r}",
-        )
 
 
 def _check_epsilon(norm, epsilon):

@@ -1,0 +1,176 @@
+"""The table and the figure of the decoder experiment (`tfnorm compare --task lm`).
+
+The rows come from `warmup_report.summarise`, with the columns of a
+language model added (`add_lm_columns`): the norm, the held-out bits per
+byte over seeds, the median step time, and the steps to the task's
+threshold (the bigram model's bits per byte, `tfnorm.experiments.lm_task`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from tfnorm.experiments.warmup_report import (
+    _early_label,
+    _legend_label,
+    _plot_early_gradients,
+    _plot_init_gradients,
+    _plot_losses,
+)
+
+PALETTE = [
+    "#d62728",
+    "#ff7f0e",
+    "#9467bd",
+    "#1f77b4",
+    "#2ca02c",
+    "#8c564b",
+    "#e377c2",
+    "#17becf",
+    "#7f7f7f",
+    "#bcbd22",
+]
+
+
+def add_lm_columns(rows, runs):
+    """`rows` (one per variant) with the norm, bits per byte and step time added."""
+    for row in rows:
+        mine = [r for r in runs if r["variant"] == row["variant"]]
+        bits = [r["final_bits_per_byte"] for r in mine]
+        row["norm"] = mine[0]["norm"]
+        row["final_bits_per_byte_mean"] = float(np.mean(bits))
+        row["final_bits_per_byte_min"] = float(np.min(bits))
+        row["final_bits_per_byte_max"] = float(np.max(bits))
+        row["step_ms_median"] = float(np.median([r["step_ms"] for r in mine]))
+    return rows
+
+
+def baselines_line(task):
+    """One sentence: the held-out text and the two baselines."""
+    sizes = task.sizes
+    return (
+        f"Held-out text: {sizes['val_targets']:,} byte tokens, the last "
+        f"{sizes['held_out_tokens'] / (sizes['held_out_tokens'] + sizes['train_tokens']):.0%} "
+        f"of the stream. Unigram model of the training bytes: "
+        f"{sizes['unigram_bits_per_byte']:.3f} bits per byte; bigram: "
+        f"{sizes['bigram_bits_per_byte']:.3f} (the threshold).\n"
+    )
+
+
+def markdown_table(rows, task):
+    """The summary table, one row per variant."""
+    threshold = task.sizes["threshold_bits_per_byte"]
+    columns = [
+        "variant",
+        "norm",
+        "peak lr",
+        "mean lr",
+        "warm-up / steps",
+        f"seeds below {threshold:.2f} bits",
+        f"median steps to {threshold:.2f} bits",
+        "held-out bits per byte mean (min–max)",
+        "ms per step (median)",
+        "grad norm at step 0 (mean)",
+        _early_label(rows[0]["steps"]),
+        "init grad last/first layer",
+    ]
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    for row in rows:
+        median = row["median_steps_to_target"]
+        cells = [
+            row["variant"],
+            row["norm"],
+            f"{row['learning_rate']:.3g}",
+            f"{row['mean_learning_rate']:.3g}",
+            f"{row['warmup_steps']} / {row['steps']}",
+            f"{row['seeds_reaching_target']}/{row['seeds']}",
+            "-" if median is None else f"{median:.0f}",
+            f"{row['final_bits_per_byte_mean']:.3f} "
+            f"({row['final_bits_per_byte_min']:.3f}–{row['final_bits_per_byte_max']:.3f})",
+            f"{row['step_ms_median']:.1f}",
+            f"{row['gradient_norm_step0']:.2f}",
+            f"{row['max_gradient_norm_early']:.2f}",
+            f"{row['init_gradient_last_over_first']:.2f}",
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return baselines_line(task) + "\n" + "\n".join(lines) + "\n"
+
+
+def per_seed_table(runs, task):
+    """One row per run: every variant, every seed."""
+    threshold = task.sizes["threshold_bits_per_byte"]
+    columns = [
+        "variant",
+        "seed",
+        f"steps to {threshold:.2f} bits",
+        "held-out bits per byte",
+        "ms per step",
+        "grad norm, step 0",
+        _early_label(runs[0]["steps"]),
+    ]
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    for run in runs:
+        cells = [
+            run["variant"],
+            str(run["seed"]),
+            str(run["steps_to_target"] or "-"),
+            f"{run['final_bits_per_byte']:.3f}",
+            f"{run['step_ms']:.1f}",
+            f"{run['gradient_norm_step0']:.2f}",
+            f"{run['max_gradient_norm_early']:.2f}",
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def plot(runs, rows, path, task, smooth=10):
+    """Writes the figure: training loss, held-out bits per byte, early
+    gradient norms, per-layer gradients at initialisation."""
+    from matplotlib.figure import Figure
+
+    colours = {
+        row["variant"]: PALETTE[index % len(PALETTE)] for index, row in enumerate(rows)
+    }
+    figure = Figure(figsize=(21, 4.6))
+    loss_ax, bits_ax, early_ax, grad_ax = figure.subplots(1, 4)
+    _plot_losses(loss_ax, runs, colours, smooth)
+    _plot_bits(bits_ax, runs, colours, task)
+    _plot_early_gradients(early_ax, runs, colours)
+    _plot_init_gradients(grad_ax, runs, rows, colours)
+    for ax in (loss_ax, bits_ax, early_ax, grad_ax):
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+
+
+def _plot_bits(ax, runs, colours, task):
+    for run in runs:
+        ax.plot(
+            run["eval_steps"],
+            np.asarray(run["eval_loss"]) / math.log(2.0),
+            color=colours[run["variant"]],
+            alpha=0.8,
+            lw=1.2,
+            label=_legend_label(run, runs),
+        )
+    sizes = task.sizes
+    ax.axhline(
+        sizes["unigram_bits_per_byte"], color="black", ls="--", lw=0.8, label="unigram"
+    )
+    ax.axhline(
+        sizes["bigram_bits_per_byte"],
+        color="grey",
+        ls=":",
+        lw=1,
+        label="bigram (threshold)",
+    )
+    top = max(sizes["unigram_bits_per_byte"] + 1.0, 4.0)
+    ax.set(
+        title="held-out bits per byte",
+        xlabel="step",
+        ylabel="bits per byte",
+        ylim=(0, top),
+    )
