@@ -88,8 +88,7 @@ def read_norms(key, value):
         if name not in NORM_NAMES:
             raise ValueError(
                 f"`{key}` must be a norm of the family ({spelled_out(NORM_NAMES)}); "
-                f"{name} is a control. "
-                f"Received: {key}={value!r}"
+                f"{name} is a control. Received: {key}={name!r}"
             )
     return names
 
