@@ -56,6 +56,18 @@ def test_gamma_init_scales_scalenorms_g_from_its_sqrt_d_start():
         assert float(layer.g.numpy()) == pytest.approx(1.25 * math.sqrt(8))
 
 
+def test_gamma_init_scales_the_batch_norm_controls_gamma_once():
+    model, _ = build_model(
+        1, 8, 2, 16, 5, 4, norm=controls.MaskedBatchNorm, norm_position="pre"
+    )
+    assert scale_norm_gammas(model, 1.25) == 3  # two in the block, the final norm
+    wrapped = [layer.batch_norm for _, layer in find_norm_layers(model)
+               if isinstance(layer, controls.MaskedBatchNorm)]  # fmt: skip
+    assert len(wrapped) == 3
+    for batch_norm in wrapped:
+        np.testing.assert_allclose(batch_norm.gamma.numpy(), np.full(8, 1.25))
+
+
 def test_input_offset_adds_one_constant_to_every_feature():
     inputs = keras.Input((3, 4))
     model = keras.Model(inputs, offset_inputs(inputs, 10.0))

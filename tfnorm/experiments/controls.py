@@ -55,16 +55,17 @@ def scale_norm_gammas(model, factor):
     Returns:
         The number of scale weights changed.
     """
-    changed = 0
+    scaled = set()
     for _, layer in find_norm_layers(model):
-        # `MaskedBatchNorm` keeps its scale in the Keras layer it wraps.
+        # `MaskedBatchNorm` keeps its scale in the Keras layer it wraps, which
+        # the search may also find by itself: each weight is scaled once.
         for owner in (layer, getattr(layer, "batch_norm", None)):
             for attribute in SCALE_ATTRIBUTES:
                 weight = getattr(owner, attribute, None)
-                if weight is not None and hasattr(weight, "assign"):
+                if hasattr(weight, "assign") and id(weight) not in scaled:
                     weight.assign(weight * factor)
-                    changed += 1
-    return changed
+                    scaled.add(id(weight))
+    return len(scaled)
 
 
 def offset_inputs(inputs, offset):
