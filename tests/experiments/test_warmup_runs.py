@@ -25,10 +25,12 @@ def test_a_float16_trainer_builds_half_layers_and_scales_the_loss():
     fresh = [v.numpy() for v in _keras.optimizer_variables(trainer.optimizer)]
     tokens = np.random.default_rng(0).integers(0, 5, (4, 4)).astype("int32")
     trainer.optimizer.learning_rate = 1e-3
-    loss, norm = trainer.train_step(
+    loss, norm, blocks = trainer.train_step(
         tf.constant(tokens), tf.constant(tokens), tf.ones((4, 4))
     )
     assert np.isfinite(float(loss))
+    # The per-block norms are of the unscaled gradients, as the global one is.
+    assert 0 < float(tf.norm(blocks)) <= float(norm) * (1 + 1e-3)
     trainer.reset(1)
     # A run starts from the fresh state: the loss scale is not zeroed.
     after = [v.numpy() for v in _keras.optimizer_variables(trainer.optimizer)]
