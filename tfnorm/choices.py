@@ -84,6 +84,12 @@ DECODER_PRESET_NORMS = {"llama": "rms", "gpt2": "layer"}
 
 #: Tasks of `tfnorm compare` (`tfnorm.experiments.warmup.run_comparison`).
 COMPARE_TASKS = ("reverse", "mlm", "lm")
+#: Norms `tfnorm compare --norm` also takes, as controls outside the family
+#: (`tfnorm.experiments.controls`): `tfnorm train` refuses them.
+COMPARE_CONTROL_NORMS = ("batch",)
+#: Where `tfnorm compare`'s norms compute their statistics: float32 (tfnorm's
+#: norms) or the compute dtype (a LayerNorm control).
+COMPARE_STATISTICS = ("float32", "compute")
 #: Units of the `mlm` task (`tfnorm.experiments.text_task`).
 TEXT_UNITS = ("char", "word")
 

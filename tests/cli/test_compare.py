@@ -67,7 +67,7 @@ def test_epsilon_defaults_per_norm_and_a_norm_without_a_statistic_refuses_one():
     with pytest.raises(ConfigError, match="'dyt' divides by no statistic"):
         CompareConfig(norm="dyt", epsilon=1e-5).resolve()
     with pytest.raises(ConfigError, match="must be a norm name"):
-        CompareConfig(norm="batch").resolve()
+        CompareConfig(norm="group").resolve()
 
 
 def test_unset_flags_leave_the_library_defaults_in_force():

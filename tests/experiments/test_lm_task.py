@@ -160,10 +160,12 @@ def test_one_row_per_placement_and_norm_variant(tiny_result):
     assert [row["norm"] for row in result["table"]] == ["layer"] * 5 + ["rms", "dyt"]
     assert len(lines) == 1 + len(NAMES)
     with open(os.path.join(output_dir, "results.md")) as f:
-        summary, per_seed = f.read().split("Every seed:")
+        summary, rest = f.read().split("Every seed:")
+    per_seed, controls = rest.split("NaN/Inf and the norms' train/inference gap:")
     assert "Unigram model of the training bytes" in summary
     assert "| pre-LN, warm-up 3, DynamicTanh | dyt |" in summary
     assert len(per_seed.strip().splitlines()) == 2 + len(NAMES)
+    assert len(controls.strip().splitlines()) == 2 + len(NAMES)
     with open(os.path.join(output_dir, "results.json")) as f:
         saved = json.load(f)
     assert saved["task"]["name"] == "lm"

@@ -78,9 +78,11 @@ def test_writes_one_table_row_per_variant_and_one_per_seed(tiny_result):
     assert [row["variant"] for row in rows] == NAMES
     with open(os.path.join(output_dir, "results.md")) as f:
         markdown = f.read()
-    summary, per_seed = markdown.split("Every seed:")
+    summary, rest = markdown.split("Every seed:")
+    per_seed, controls = rest.split("NaN/Inf and the norms' train/inference gap:")
     assert len(summary.strip().splitlines()) == 2 + len(NAMES)
     assert len(per_seed.strip().splitlines()) == 2 + len(NAMES)
+    assert len(controls.strip().splitlines()) == 2 + len(NAMES)
     with open(os.path.join(output_dir, "results.json")) as f:
         saved = json.load(f)
     assert saved["table"] == json.loads(json.dumps(result["table"]))
@@ -307,6 +309,59 @@ def test_a_config_error_names_its_setting():
     with pytest.raises(ConfigError) as caught:
         warmup.run_comparison("unused", steps="many")
     assert caught.value.key == "steps"
+
+
+CONTROL_SIZE = {**TINY, "steps": 6, "warmup_steps": 1, "eval_every": 3}
+CONTROL_SIZE.update(histogram_every=0, eval_size=8, variants=("pre",))
+
+
+def test_the_batch_norm_control_trains_on_padded_batches_and_reports_its_gap(tmp_path):
+    result = warmup.run_comparison(
+        str(tmp_path),
+        log=lambda line: None,
+        **{**CONTROL_SIZE, "norm": "batch", "variable_length": True, "batch_size": 2},
+    )
+    assert result["task"]["variable_length"] is True
+    assert result["config"]["norm"] == "batch"
+    (run,) = result["runs"]
+    assert run["variant"] == "pre-LN, no warm-up"
+    assert np.all(np.isfinite(run["losses"]))
+    # The moving averages at evaluation are not the batches' statistics.
+    assert run["eval_loss_batch_statistics"] != pytest.approx(
+        run["final_eval_loss"], rel=1e-4
+    )
+    (row,) = result["table"]
+    assert row["train_inference_gap_mean"] == pytest.approx(
+        run["final_eval_loss"] - run["eval_loss_batch_statistics"]
+    )
+    with open(result["paths"]["markdown"]) as f:
+        assert "held-out loss, batch statistics" in f.read()
+
+
+def test_layer_norm_has_no_train_inference_gap(tmp_path):
+    result = warmup.run_comparison(
+        str(tmp_path),
+        log=lambda line: None,
+        **{**CONTROL_SIZE, "variable_length": True},
+    )
+    (run,) = result["runs"]
+    assert run["eval_loss_batch_statistics"] == pytest.approx(
+        run["final_eval_loss"], rel=1e-4
+    )
+
+
+def test_float16_runs_keep_the_process_policy_and_record_nonfinite_steps(tmp_path):
+    result = warmup.run_comparison(
+        str(tmp_path),
+        log=lambda line: None,
+        **{**CONTROL_SIZE, "mixed_precision": "float16", "statistics": "compute"},
+        epsilon=1e-8,
+    )
+    assert _keras.global_policy_name() == "float32"
+    (run,) = result["runs"]
+    assert len(run["losses"]) == CONTROL_SIZE["steps"]
+    assert set(run["nonfinite_loss_steps"]) <= set(range(1, 7))
+    assert result["config"]["statistics"] == "compute"
 
 
 @pytest.mark.slow

@@ -4,13 +4,52 @@ from __future__ import annotations
 
 import numpy as np
 
-from tfnorm.experiments.warmup_runs import reverse_task
+
+def _config(**values):
+    from tfnorm.experiments.warmup_settings import CompareConfig
+
+    tiny = {"num_layers": 1, "d_model": 8, "num_heads": 2, "dff": 16, "seq_len": 4}
+    return CompareConfig.from_dict({**tiny, "jit_compile": False, **values}).resolve()
 
 
-def test_reverse_task_targets_are_the_reversed_inputs():
-    tokens, targets = reverse_task(np.random.default_rng(0), 50, 7, 4)
-    assert tokens.shape == targets.shape == (50, 7)
-    np.testing.assert_array_equal(targets, tokens[:, ::-1])
-    assert tokens.min() >= 0 and tokens.max() <= 3
-    again, _ = reverse_task(np.random.default_rng(0), 50, 7, 4)
-    np.testing.assert_array_equal(again, tokens)
+def test_a_float16_trainer_builds_half_layers_and_scales_the_loss():
+    from tfnorm import _keras
+    from tfnorm._keras import tf
+    from tfnorm.experiments.warmup_runs import PositionTrainer
+
+    trainer = PositionTrainer("pre", _config(mixed_precision="float16"), 5)
+    assert _keras.global_policy_name() == "float32"
+    assert trainer.model.get_layer("logits").compute_dtype == "float16"
+    assert trainer.model.get_layer("logits").kernel.dtype == "float32"
+    assert _keras.is_loss_scaled(trainer.optimizer)
+    fresh = [v.numpy() for v in _keras.optimizer_variables(trainer.optimizer)]
+    tokens = np.random.default_rng(0).integers(0, 5, (4, 4)).astype("int32")
+    trainer.optimizer.learning_rate = 1e-3
+    loss, norm, blocks = trainer.train_step(
+        tf.constant(tokens), tf.constant(tokens), tf.ones((4, 4))
+    )
+    assert np.isfinite(float(loss))
+    # The per-block norms are of the unscaled gradients, as the global one is.
+    assert 0 < float(tf.norm(blocks)) <= float(norm) * (1 + 1e-3)
+    trainer.reset(1)
+    # A run starts from the fresh state: the loss scale is not zeroed.
+    after = [v.numpy() for v in _keras.optimizer_variables(trainer.optimizer)]
+    for before, now in zip(fresh, after):
+        np.testing.assert_array_equal(before, now)
+    assert any(np.any(value > 1) for value in after) == any(
+        np.any(value > 1) for value in fresh
+    )
+
+
+def test_the_trainer_builds_the_controls_it_is_asked_for():
+    from tfnorm.callbacks.layers import find_norm_layers
+    from tfnorm.experiments import controls
+    from tfnorm.experiments.warmup_runs import PositionTrainer
+
+    trainer = PositionTrainer("pre", _config(norm="batch"), 5, pad_id=0)
+    norms = [layer for _, layer in find_norm_layers(trainer.model)]
+    assert any(isinstance(n, controls.MaskedBatchNorm) for n in norms)
+    assert "padding_mask" in [layer.name for layer in trainer.model.layers]
+    trainer = PositionTrainer("post", _config(statistics="compute"), 5)
+    norms = [layer for _, layer in find_norm_layers(trainer.model)]
+    assert norms and all(isinstance(n, controls.ComputeDtypeLayerNorm) for n in norms)

@@ -29,11 +29,13 @@ from tfnorm._keras.determinism import deterministic_ops, op_determinism_enabled
 from tfnorm._keras.einsum import EinsumDense
 from tfnorm._keras.hub import hub_encoder_sublayers, hub_encoder_width
 from tfnorm._keras.layers import (
+    BATCH_NORM_TAKES_MASK,
     add_weight,
     attention_projections,
     build_attention,
     build_sublayer,
     built_input_shape,
+    call_batch_norm,
     get_keras_mask,
     keep_input_dtype,
     keras_norm_classes,
@@ -95,6 +97,7 @@ from tfnorm._keras.training import (
     build_optimizer,
     checkpointable_optimizer,
     global_policy_name,
+    gradient_scale,
     is_compiled,
     is_loss_scaled,
     loss_scale_optimizer,
@@ -110,6 +113,7 @@ from tfnorm._keras.xla import (
 
 __all__ = [
     "AdamWBase",
+    "BATCH_NORM_TAKES_MASK",
     "CLIPS_BEFORE_ALL_REDUCE",
     "FLAVOUR",
     "IS_KERAS_3",
@@ -124,6 +128,7 @@ __all__ = [
     "build_optimizer",
     "build_sublayer",
     "built_input_shape",
+    "call_batch_norm",
     "checkpointable_optimizer",
     "checkpointable_random_state",
     "describe",
@@ -131,6 +136,7 @@ __all__ = [
     "get_keras_mask",
     "GlobalClipping",
     "global_policy_name",
+    "gradient_scale",
     "holders",
     "hub_encoder_sublayers",
     "hub_encoder_width",

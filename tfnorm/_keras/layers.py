@@ -220,3 +220,20 @@ def record_built_shape(layer, input_shape):
             layer._build_shapes_dict = {"input_shape": tuple(input_shape)}
     else:
         layer._build_input_shape = tf.TensorShape(input_shape)
+
+
+#: Whether Keras's `BatchNormalization` takes a `mask` in its call, leaving
+#: masked positions out of its batch statistics: Keras 3 and tf_keras do;
+#: Keras 2.9's call has no `mask`, so padding counts in its statistics.
+BATCH_NORM_TAKES_MASK = (
+    "mask" in inspect.signature(keras.layers.BatchNormalization.call).parameters
+)
+
+
+def call_batch_norm(layer, inputs, training=None, mask=None):
+    """`layer` (a Keras `BatchNormalization`) on `inputs`, its statistics
+    over the positions `mask` keeps where this Keras can (see
+    `BATCH_NORM_TAKES_MASK`), over every position otherwise."""
+    if mask is not None and BATCH_NORM_TAKES_MASK:
+        return layer(inputs, training=training, mask=mask)
+    return layer(inputs, training=training)

@@ -118,3 +118,15 @@ def reset_step_functions(model):
     for name in ("train_function", "test_function", "predict_function"):
         if getattr(model, name, None) is not None:
             setattr(model, name, None)
+
+
+def gradient_scale(optimizer):
+    """The factor the gradients `unscale_gradients` returns still carry.
+
+    Keras 3's `LossScaleOptimizer` unscales inside `apply_gradients`, so
+    the loop's gradients carry the loss scale; Keras 2's loop unscales
+    them itself. A loop reporting the gradients' size divides by this.
+    """
+    if IS_KERAS_3 and is_loss_scaled(optimizer):
+        return optimizer.scale_loss(tf.constant(1.0))
+    return tf.constant(1.0)

@@ -3,15 +3,18 @@
 * `warmup`: Post-LN vs Pre-LN with and without learning-rate warm-up, the
   run behind `tfnorm compare` and notebook 02; its runs use the training
   loop of `tfnorm.training.loop.driver`. Its settings are `warmup_settings`'s
-  `CompareConfig`, its tasks `warmup_runs.ReverseTask` and
+  `CompareConfig`, its tasks `compare_tasks.ReverseTask` and
   `text_task.MaskedTextTask` (masked-language modelling on the Python
   language reference, `pydoc_data.topics`), its depth sweep `depth_sweep`.
+  Its controls for the seed articles' claims (checked in `docs/claims.md`):
+  `controls` (`gamma_init` and `input_offset`, and a batch norm and a
+  LayerNorm with compute-dtype statistics, outside the norm family),
+  `padded_task` (padded, variable-length sequences) and `claim_measures`
+  (NaN/Inf steps, the first broken norm, the train/inference gap).
 * `gradients`: per-layer gradient norms at initialisation (Xiong et al.,
   2020), the measurement behind the depth argument for warm-up;
   `layer_gradients` the per-block gradient norms during training and their
   spread (across layers, over time), which every compare run records.
-* `controls`: `gamma_init` and `input_offset`, the settings of `tfnorm
-  compare` behind the claims checked in `docs/claims.md`.
 
 Kept apart from `tfnorm.training`, which holds the reusable training pieces
 and the `tfnorm train` application.

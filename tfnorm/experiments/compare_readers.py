@@ -1,4 +1,5 @@
-"""The readers of `tfnorm compare`'s list and name settings (`CompareConfig`).
+"""The readers of `tfnorm compare`'s list and name settings (`CompareConfig`),
+and the check of its controls' settings taken together (`check_controls`).
 
 Each takes `(key, value)`, a flag's string(s) or a notebook's Python value,
 and returns the value checked and converted, or raises `ValueError` naming
@@ -9,8 +10,14 @@ values (`--seeds 0 1 2`).
 from __future__ import annotations
 
 from tfnorm._checks import FLOAT32_MAX, MAX_SEED
-from tfnorm.choices import NORM_NAMES, NORM_POSITIONS, norm_choice, spelled_out
-from tfnorm.training.config.settings import integer, number
+from tfnorm.choices import (
+    COMPARE_CONTROL_NORMS,
+    NORM_NAMES,
+    NORM_POSITIONS,
+    norm_choice,
+    spelled_out,
+)
+from tfnorm.training.config.settings import ConfigError, integer, number
 
 
 def seeds(key, value):
@@ -90,16 +97,21 @@ variants.many = True  # a list: `--flag A B C`
 
 
 def norm_name(key, value):
+    """A norm of the family, or a control outside it (`COMPARE_CONTROL_NORMS`)."""
     short = norm_choice(value.strip()) if isinstance(value, str) else None
+    if isinstance(value, str) and value.strip().lower() in COMPARE_CONTROL_NORMS:
+        short = value.strip().lower()
     if short is None:
         raise ValueError(
-            f"`{key}` must be a norm name ({spelled_out(NORM_NAMES)}). "
+            f"`{key}` must be a norm name "
+            f"({spelled_out(NORM_NAMES + COMPARE_CONTROL_NORMS)}). "
             f"Received: {key}={value!r}"
         )
     return short
 
 
 def norm_names(key, value):
+    """Norms of the family only: a control is refused by name."""
     if isinstance(value, str):
         value = value.replace(",", " ").split()
     if not isinstance(value, (list, tuple)) or not value:
@@ -107,7 +119,30 @@ def norm_names(key, value):
             f"`{key}` must name at least one norm ({spelled_out(NORM_NAMES)}). "
             f"Received: {key}={value!r}"
         )
-    return tuple(dict.fromkeys(norm_name(key, name) for name in value))
+    names = tuple(dict.fromkeys(norm_name(key, name) for name in value))
+    for name in names:
+        if name not in NORM_NAMES:
+            raise ValueError(
+                f"`{key}` must be a norm of the family ({spelled_out(NORM_NAMES)}); "
+                f"{name} is a control. Received: {key}={name!r}"
+            )
+    return names
 
 
 norm_names.many = True  # a list: `--flag A B C`
+
+
+def check_controls(values):
+    """The controls' settings together: each applies where it can."""
+    if values["statistics"] == "compute" and values["norm"] != "layer":
+        raise ConfigError(
+            "statistics",
+            "`statistics` 'compute' is a LayerNorm control: it needs norm "
+            f"'layer'. Received: statistics='compute' with norm={values['norm']!r}",
+        )
+    if values["variable_length"] and values["task"] != "reverse":
+        raise ConfigError(
+            "variable_length",
+            "`variable_length` pads the reverse task. Received: "
+            f"variable_length=True with task={values['task']!r}",
+        )

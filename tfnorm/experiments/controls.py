@@ -1,17 +1,44 @@
-"""Two controls of `tfnorm compare` for the claims about norms it checks.
+"""The controls of `tfnorm compare` for the claims about norms it checks.
 
-* `gamma_init`: every norm's scale starts at `gamma_init` times its usual
-  value (the articles claim that a gamma a little above 1, such as 1.25,
-  helps very deep stacks).
-* `input_offset`: one constant added to every feature of the stack's input,
-  a large shared offset ("DC component") that LayerNorm's mean-centring
-  removes and RMSNorm keeps.
+Two settings change the model every norm works in:
+
+* `gamma_init` (`scale_norm_gammas`): every norm's scale starts at
+  `gamma_init` times its usual value (the articles claim that a gamma a
+  little above 1, such as 1.25, helps very deep stacks).
+* `input_offset` (`offset_inputs`): one constant added to every feature of
+  the stack's input, a large shared offset ("DC component") that
+  LayerNorm's mean-centring removes and RMSNorm keeps.
+
+Two claims need a norm tfnorm does not ship, to compare with (experiment-only
+control norms, outside the norm family):
+
+* `ComputeDtypeLayerNorm`: a LayerNorm that computes its mean, variance and
+  `variance + epsilon` in the compute dtype (float16 under the
+  `mixed_float16` policy), as a plain Keras-op LayerNorm would. tfnorm's
+  norms always compute them in float32; the control shows what that
+  protects against ("an epsilon below 1e-6 gives NaNs in deep float16
+  layers": float16 rounds 1e-8 to 0, and a square above 65504 overflows).
+* `MaskedBatchNorm`: Keras's `BatchNormalization` (statistics over the
+  batch and the positions, moving averages at inference) as a norm of a
+  Transformer block, with the padding left out of its statistics where
+  Keras's layer takes a `mask` (Keras 3 and tf_keras; Keras 2.9's layer
+  takes none, so there padding counts), for "BatchNorm breaks on padded,
+  variable-length sequences and small batches, where LayerNorm does not".
+
+Neither is in `tfnorm.choices.NORMS`: `tfnorm train --norm batch` is
+refused; only `tfnorm compare --norm batch` and `--statistics compute` use
+them (`norm_spec`).
 """
 
 from __future__ import annotations
 
-from tfnorm._keras import keras
+import contextlib
+
+from tfnorm import _keras
+from tfnorm._keras import build_sublayer, keras, plain_axis, tf
 from tfnorm.callbacks.layers import find_norm_layers
+from tfnorm.layers.base_normalization import BaseNormalization
+from tfnorm.layers.layer_normalization import LayerNormalization
 
 #: A norm's scale weight by the attribute its layer keeps it in: `gamma`
 #: (LayerNorm, RMSNorm, DyT, Keras's norms) or `g` (ScaleNorm, one scalar).
@@ -22,22 +49,139 @@ def scale_norm_gammas(model, factor):
     """Multiplies every norm's scale weight in `model` by `factor`, in place.
 
     A norm built with its default initialiser then starts at `factor`
-    (LayerNorm's, RMSNorm's and DyT's `gamma`) or `factor * sqrt(d)`
-    (ScaleNorm's `g`).
+    (LayerNorm's, RMSNorm's and DyT's `gamma`, `MaskedBatchNorm`'s Keras
+    layer's) or `factor * sqrt(d)` (ScaleNorm's `g`).
 
     Returns:
         The number of scale weights changed.
     """
-    changed = 0
+    scaled = set()
     for _, layer in find_norm_layers(model):
-        for attribute in SCALE_ATTRIBUTES:
-            weight = getattr(layer, attribute, None)
-            if weight is not None and hasattr(weight, "assign"):
-                weight.assign(weight * factor)
-                changed += 1
-    return changed
+        # `MaskedBatchNorm` keeps its scale in the Keras layer it wraps, which
+        # the search may also find by itself: each weight is scaled once.
+        for owner in (layer, getattr(layer, "batch_norm", None)):
+            for attribute in SCALE_ATTRIBUTES:
+                weight = getattr(owner, attribute, None)
+                if hasattr(weight, "assign") and id(weight) not in scaled:
+                    weight.assign(weight * factor)
+                    scaled.add(id(weight))
+    return len(scaled)
 
 
 def offset_inputs(inputs, offset):
     """`inputs + offset` as a layer of the model (named `input_offset`)."""
     return keras.layers.Rescaling(1.0, offset=offset, name="input_offset")(inputs)
+
+
+def _register(cls):
+    return keras.utils.register_keras_serializable(package="tfnorm_controls")(cls)
+
+
+@_register
+class ComputeDtypeLayerNorm(LayerNormalization):
+    """LayerNorm with its statistics in the compute dtype (a control).
+
+    ```
+    x16 = cast(x, compute_dtype)
+    mean = mean(x16); var = mean((x16 - mean) ** 2)
+    y = (x16 - mean) * rsqrt(var + cast(epsilon, compute_dtype)) * gamma + beta
+    ```
+
+    Under `mixed_float16` every step is float16: `epsilon` 1e-8 becomes 0
+    (a constant row gives 0/0), and squares above 65504 become Inf. In
+    float32 it equals `tfnorm.LayerNormalization`. Arguments as
+    `tfnorm.LayerNormalization`.
+    """
+
+    def _normalize(self, inputs, positive):
+        x = tf.cast(inputs, self.compute_dtype)
+        axes = sorted(positive)
+        # Plain reductions: `tf.nn.moments` would upcast float16 itself.
+        mean = tf.reduce_mean(x, axis=axes, keepdims=True)
+        centred = x - mean
+        variance = tf.reduce_mean(tf.square(centred), axis=axes, keepdims=True)
+        y = centred * tf.math.rsqrt(variance + tf.cast(self.epsilon, x.dtype))
+        gamma, beta = self._gamma_beta(inputs, positive)
+        if gamma is not None:
+            y = y * tf.cast(gamma, x.dtype)
+        if beta is not None:
+            y = y + tf.cast(beta, x.dtype)
+        return y
+
+
+@_register
+class MaskedBatchNorm(BaseNormalization):
+    """Keras's `BatchNormalization` over the feature axis, as a block's norm (a control).
+
+    In training it normalises each feature by its mean and variance over
+    the batch and every (unpadded, where Keras can mask) position, and
+    updates moving averages of both; at inference it uses the moving
+    averages. `row_statistic` (for `tfnorm.callbacks.NormHealthMonitor`) is
+    each position's variance over the features, as for LayerNorm.
+
+    Args:
+        axis: the feature axis. Defaults to `-1`.
+        epsilon: added to the variance. Defaults to `1e-3` (Keras's).
+        momentum: of the moving averages. Defaults to `0.99` (Keras's).
+        **kwargs: base layer arguments.
+
+    Call arguments:
+        inputs: `(batch, seq, features)`.
+        training: batch statistics (True) or the moving averages.
+        mask: optional `(batch, seq)`, nonzero for real positions.
+    """
+
+    row_statistic_name = "variance"
+    #: Its statistics span positions: blocks pass it their padding mask.
+    takes_padding_mask = True
+
+    def __init__(self, axis=-1, epsilon=1e-3, momentum=0.99, **kwargs):
+        super().__init__(axis=axis, epsilon=epsilon, **kwargs)
+        self.momentum = float(momentum)
+
+    def build(self, input_shape):
+        super().build(input_shape)
+        self.batch_norm = keras.layers.BatchNormalization(
+            axis=plain_axis(self.axis),
+            momentum=self.momentum,
+            epsilon=self.epsilon,
+            dtype=self.dtype_policy,
+            name="batch_norm",
+        )
+        build_sublayer(self.batch_norm, input_shape)
+
+    def call(self, inputs, training=None, mask=None):
+        outputs = _keras.call_batch_norm(self.batch_norm, inputs, training, mask)
+        return tf.cast(outputs, self.compute_dtype)
+
+    def _row_statistic(self, x, axes):
+        return tf.math.reduce_variance(x, axis=axes)
+
+    def get_config(self):
+        config = super().get_config()
+        config["momentum"] = self.momentum
+        return config
+
+
+def norm_spec(norm, statistics="float32"):
+    """What `tfnorm compare` hands `build_encoder` as `norm`: the family's
+    name, or one of the control classes above."""
+    if norm == "batch":
+        return MaskedBatchNorm
+    if statistics == "compute":
+        return ComputeDtypeLayerNorm
+    return norm
+
+
+@contextlib.contextmanager
+def compute_precision(mode):
+    """The global dtype policy of `mode` ("float32" or "float16", the
+    `mixed_float16` policy) while the block runs; the previous one after."""
+    from tfnorm.optim.precision import set_mixed_precision
+
+    before = _keras.global_policy_name()
+    set_mixed_precision(mode)
+    try:
+        yield
+    finally:
+        _keras.set_global_policy(before)

@@ -52,7 +52,7 @@ def run_sweep(output_dir, cfg, task, log=print):
     Args:
         output_dir: directory to write into.
         cfg: a resolved `CompareConfig` with `depths` set.
-        task: the task object (`tfnorm.experiments.warmup_runs.make_task`).
+        task: the task object (`tfnorm.experiments.compare_tasks.make_task`).
         log: function called with one progress line at a time.
 
     Returns:
@@ -71,7 +71,12 @@ def run_sweep(output_dir, cfg, task, log=print):
         depth_cfg = dataclasses.replace(cfg, num_layers=depth, histogram_every=0)
         log(f" {depth} layers")
         for position in ("post", "pre"):
-            trainer = PositionTrainer(position, depth_cfg, task.vocab_size)
+            trainer = PositionTrainer(
+                position,
+                depth_cfg,
+                task.vocab_size,
+                pad_id=getattr(task, "pad_id", None),
+            )
             for seed in cfg.sweep_seeds:
                 for variant in [v for v in chosen if v["norm_position"] == position]:
                     runs.append(

@@ -45,6 +45,8 @@ from tfnorm import _keras
 from tfnorm._checks import is_int, is_real
 from tfnorm.choices import NORM_POSITIONS, NORMS
 from tfnorm.experiments import lm_report
+from tfnorm.experiments.claim_measures import control_summary, controls_table
+from tfnorm.experiments.compare_tasks import make_task, reverse_task
 from tfnorm.experiments.warmup_report import (
     EARLY_STEPS,
     TARGET_ACCURACY,
@@ -57,8 +59,6 @@ from tfnorm.experiments.warmup_runs import (
     PositionTrainer,
     build_model,
     learning_rates,
-    make_task,
-    reverse_task,
     train_run,
 )
 from tfnorm.experiments.warmup_settings import DEFAULTS, CompareConfig
@@ -185,9 +185,11 @@ def run_comparison(
             `num_layers`, `d_model`, `num_heads`, `dff`,
             `vocab_size`, `seq_len`, `batch_size`, `steps`,
             `learning_rate` (peak), `warmup_steps`, `seeds`, `norm`,
-            `epsilon`, `variants` (as `variant_settings`), `gamma_init`, `input_offset`, `eval_size`, `eval_every`, `histogram_every`,
-            `depths`, `sweep_warmups`, `sweep_seeds`, `jit_compile`,
-            `deterministic`.
+            `epsilon`, `variants` (as `variant_settings`), `gamma_init`,
+            `input_offset`, `statistics`, `variable_length`,
+            `eval_size`, `eval_every`, `histogram_every`, `depths`,
+            `sweep_warmups`, `sweep_seeds`, `jit_compile`,
+            `mixed_precision`, `deterministic`.
 
     Returns:
         A dict with `config`, `task`, `table` (the summary rows), `runs`,
@@ -217,6 +219,8 @@ def _run(output_dir, log, variant_settings, cfg):
     )
     runs = _train_all(cfg, chosen, task, logdir, log)
     rows = summarise(runs, [v["name"] for v in chosen])
+    for row in rows:
+        row.update(control_summary([r for r in runs if r["variant"] == row["variant"]]))
     if task.name == "lm":
         rows = lm_report.add_lm_columns(rows, runs)
     result = _write_results(output_dir, logdir, cfg, task, rows, runs)
@@ -274,7 +278,13 @@ def _train_all(cfg, chosen, task, logdir, log):
     for position, norm in dict.fromkeys(
         (v["norm_position"], v["norm"]) for v in chosen
     ):
-        trainer = PositionTrainer(position, cfg, task.vocab_size, norm=norm)
+        trainer = PositionTrainer(
+            position,
+            cfg,
+            task.vocab_size,
+            norm=norm,
+            pad_id=getattr(task, "pad_id", None),
+        )
         mine = [
             v for v in chosen if (v["norm_position"], v["norm"]) == (position, norm)
         ]
@@ -317,6 +327,8 @@ def _write_results(output_dir, logdir, cfg, task, rows, runs):
             f.write(markdown_table(rows, task.target_accuracy))
             f.write("\nEvery seed:\n\n")
             f.write(per_seed_table(runs, task.target_accuracy))
+        f.write("\nNaN/Inf and the norms' train/inference gap:\n\n")
+        f.write(controls_table(rows))
     with open(paths["csv"], "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
         writer.writeheader()

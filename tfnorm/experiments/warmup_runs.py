@@ -1,21 +1,10 @@
-"""One run of the warm-up experiment: the tasks, their model, one trained variant.
+"""One run of the warm-up experiment: its model and one trained variant.
 
 `tfnorm.experiments.warmup.run_comparison` trains every variant for every
 seed with `train_run`, reusing one `PositionTrainer` (one model, one compiled
-step) per norm position.
-
-Two tasks (`make_task`):
-
-* `ReverseTask`, token-level and synthetic: the target sequence is the input
-  reversed, which needs attention across the whole sequence. Fresh random
-  batches at every step; token accuracy on a fixed evaluation set (chance =
-  1 / vocab_size).
-* `tfnorm.experiments.text_task.MaskedTextTask`: BERT-style masked-language
-  modelling on the Python language reference's prose.
-
-Both give batches as `(inputs, targets, weights)`: the loss and the accuracy
-are weighted means over tokens (all ones for reverse, the masked positions
-for mlm).
+step) per norm position, on a task of `tfnorm.experiments.compare_tasks`
+(batches as `(inputs, targets, weights)`: the loss and the accuracy are
+weighted means over tokens).
 """
 
 from __future__ import annotations
@@ -27,7 +16,13 @@ import numpy as np
 
 from tfnorm import _keras
 from tfnorm._keras import keras, tf
-from tfnorm.experiments.controls import offset_inputs, scale_norm_gammas
+from tfnorm.experiments.claim_measures import measurement_actions
+from tfnorm.experiments.controls import (
+    compute_precision,
+    norm_spec,
+    offset_inputs,
+    scale_norm_gammas,
+)
 from tfnorm.experiments.gradients import layer_gradient_norms
 from tfnorm.experiments.layer_gradients import (
     block_variable_groups,
@@ -35,58 +30,13 @@ from tfnorm.experiments.layer_gradients import (
     per_block_norms,
     stack_blocks,
 )
-from tfnorm.experiments.lm_task import ByteTextTask, build_decoder_model, norm_epsilon
+from tfnorm.experiments.lm_task import build_decoder_model, norm_epsilon
 from tfnorm.experiments.run_actions import Evaluate, Histograms, Record
 from tfnorm.experiments.warmup_report import EARLY_STEPS
 from tfnorm.optim.optimizers import make_optimizer
+from tfnorm.optim.precision import wrap_for_mixed_precision
 from tfnorm.optim.schedules import WarmupSchedule
 from tfnorm.training.loop.driver import run_loop
-
-
-def reverse_task(rng, count, seq_len, vocab_size):
-    """`count` random token sequences and their reversals, as int32 arrays."""
-    tokens = rng.integers(0, vocab_size, size=(count, seq_len)).astype("int32")
-    return tokens, tokens[:, ::-1].copy()
-
-
-class ReverseTask:
-    """The synthetic "reverse" task: target = input reversed."""
-
-    name = "reverse"
-    description = "token reversal (target = input reversed), synthetic"
-    target_accuracy = 0.95
-    #: No loss threshold: the target is the accuracy.
-    target_loss = None
-
-    def __init__(self, vocab_size, seq_len, eval_size):
-        self.vocab_size, self.seq_len = vocab_size, seq_len
-        tokens, targets = reverse_task(
-            np.random.default_rng(12_345), eval_size, seq_len, vocab_size
-        )
-        self.eval_data = (tokens, targets, np.ones(tokens.shape, "float32"))
-        self.chance = 1.0 / vocab_size
-        self.sizes = {"eval_sequences": int(eval_size)}
-
-    def batch(self, rng, batch_size):
-        tokens, targets = reverse_task(rng, batch_size, self.seq_len, self.vocab_size)
-        return tokens, targets, np.ones(tokens.shape, "float32")
-
-    def final_measures(self, evaluate):
-        """Nothing beyond the curves: the evaluation set is the whole measure."""
-        return {}
-
-
-def make_task(cfg):
-    """The task `cfg.task` names, at `cfg`'s sizes."""
-    if cfg.task == "lm":
-        return ByteTextTask(cfg.seq_len, cfg.eval_size)
-    if cfg.task == "mlm":
-        from tfnorm.experiments.text_task import MaskedTextTask
-
-        return MaskedTextTask(
-            cfg.vocab_size, cfg.seq_len, cfg.eval_size, unit=cfg.text_unit
-        )
-    return ReverseTask(cfg.vocab_size, cfg.seq_len, cfg.eval_size)
 
 
 def learning_rates(peak, warmup_steps, steps):
@@ -103,6 +53,7 @@ def build_model(
     vocab_size,
     seq_len,
     input_offset=0.0,
+    pad_id=None,
     **options,
 ):
     """Token + position embeddings, a tfnorm encoder, and per-token logits.
@@ -110,12 +61,13 @@ def build_model(
     Both embeddings are initialised N(0, 1): with small position embeddings
     neither variant learns the reverse task in a few hundred steps. A
     non-zero `input_offset` is added to every feature of the embeddings.
+    With a `pad_id`, the encoder masks the positions holding it.
 
     Returns:
         `(model, encoder)`.
     """
     from tfnorm.models import build_encoder
-    from tfnorm.models.text_layers import TokenAndPositionEmbedding
+    from tfnorm.models.text_layers import PaddingMask, TokenAndPositionEmbedding
 
     tokens = keras.Input((seq_len,), dtype="int32", name="tokens")
     embedded = TokenAndPositionEmbedding(
@@ -133,10 +85,12 @@ def build_model(
         num_heads,
         dff,
         dropout_rate=0.0,
-        with_padding_mask=False,
+        with_padding_mask=pad_id is not None,
         seq_len=seq_len,
         **options,
     )
+    if pad_id is not None:
+        embedded = [embedded, PaddingMask(pad_id, name="padding_mask")(tokens)]
     logits = keras.layers.Dense(vocab_size, name="logits")(encoder(embedded))
     return keras.Model(tokens, logits, name="token_model"), encoder
 
@@ -156,11 +110,15 @@ class PositionTrainer:
     XLA compilation of a training step costs far more than the few hundred
     steps it runs (minutes on a loaded 2-core machine), so every run of one
     norm position reuses one model and one compiled step: a run copies fresh
-    seeded weights in, zeroes the optimizer state, and feeds the learning rate
-    of its schedule at every step.
+    seeded weights in, restores the optimizer's fresh state, and feeds the learning rate
+    of its schedule at every step. Under `cfg.mixed_precision` "float16" the
+    model is built with the `mixed_float16` policy and the optimizer scales
+    the loss dynamically.
     """
 
-    def __init__(self, position, cfg, vocab_size, num_layers=None, norm=None):
+    def __init__(
+        self, position, cfg, vocab_size, num_layers=None, norm=None, pad_id=None
+    ):
         keras.backend.clear_session()
         # The first build's weights are replaced by every run's `reset`, but
         # under op determinism (which the experiment turns on for the
@@ -169,7 +127,7 @@ class PositionTrainer:
         keras.utils.set_random_seed(cfg.seeds[0])
         self.position = position
         self.cfg = cfg
-        self.vocab_size = vocab_size
+        self.vocab_size, self.pad_id = vocab_size, pad_id
         self.num_layers = num_layers or cfg.num_layers
         self.norm = norm or cfg.norm
         self.epsilon = cfg.epsilon if self.norm == cfg.norm else norm_epsilon(cfg, norm)
@@ -179,30 +137,38 @@ class PositionTrainer:
         )
         # The calibrated setting: Adam with beta_2 0.98, no clipping (clipping
         # hides the Post-LN instability) and no weight decay.
-        self.optimizer = make_optimizer(
-            "adam", cfg.learning_rate, beta_2=0.98, epsilon=1e-9
+        self.optimizer = wrap_for_mixed_precision(
+            make_optimizer("adam", cfg.learning_rate, beta_2=0.98, epsilon=1e-9),
+            cfg.mixed_precision,
         )
         _keras.build_optimizer(self.optimizer, self.model.trainable_variables)
+        # A run starts from this state: zero moments, the initial loss scale.
+        self.fresh_optimizer_state = [
+            v.numpy() for v in _keras.optimizer_variables(self.optimizer)
+        ]
         self.train_step = tf.function(self._train_step, jit_compile=cfg.jit_compile)
         self.evaluate = tf.function(self._evaluate)
 
     def _build(self):
         cfg = self.cfg
         build, options = build_model, {"input_offset": cfg.input_offset}
+        if self.pad_id is not None:
+            options["pad_id"] = self.pad_id
         if cfg.task == "lm":
             build, options = build_decoder_model, {}
-        model, encoder = build(
-            self.num_layers,
-            cfg.d_model,
-            cfg.num_heads,
-            cfg.dff,
-            self.vocab_size,
-            cfg.seq_len,
-            norm=self.norm,
-            norm_position=self.position,
-            epsilon=self.epsilon,
-            **options,
-        )
+        with compute_precision(cfg.mixed_precision):
+            model, encoder = build(
+                self.num_layers,
+                cfg.d_model,
+                cfg.num_heads,
+                cfg.dff,
+                self.vocab_size,
+                cfg.seq_len,
+                norm=norm_spec(self.norm, cfg.statistics),
+                norm_position=self.position,
+                epsilon=self.epsilon,
+                **options,
+            )
         if cfg.gamma_init != 1.0:
             scale_norm_gammas(model, cfg.gamma_init)
         return model, encoder
@@ -211,18 +177,22 @@ class PositionTrainer:
         keras.utils.set_random_seed(seed)
         fresh, _ = self._build()
         self.model.set_weights(fresh.get_weights())
-        for variable in _keras.optimizer_variables(self.optimizer):
-            variable.assign(tf.zeros_like(variable))
+        variables = _keras.optimizer_variables(self.optimizer)
+        for variable, value in zip(variables, self.fresh_optimizer_state):
+            variable.assign(value)
 
     def _train_step(self, tokens, targets, weights):
         model = self.model
         with tf.GradientTape() as tape:
             logits = model(tokens, training=True)
             loss = weighted_cross_entropy(targets, logits, weights)
-        grads = tape.gradient(loss, model.trainable_variables)
+            scaled = _keras.scale_loss(self.optimizer, loss)
+        grads = tape.gradient(scaled, model.trainable_variables)
+        grads = _keras.unscale_gradients(self.optimizer, grads)
+        norm = tf.linalg.global_norm(grads) / _keras.gradient_scale(self.optimizer)
         self.optimizer.apply_gradients(zip(grads, model.trainable_variables))
         blocks = per_block_norms(grads, self.block_groups)
-        return loss, tf.linalg.global_norm(grads), blocks
+        return loss, norm, blocks / _keras.gradient_scale(self.optimizer)
 
     def _evaluate(self, tokens, targets, weights):
         """(weighted token accuracy, weighted cross-entropy) on one batch."""
@@ -270,6 +240,9 @@ def train_run(trainer, variant, seed, task, logdir, log):
                 cfg.histogram_every,
             )
         )
+    # Last: the batch-statistics evaluation moves a batch norm's averages.
+    measures = measurement_actions(trainer.model, task.eval_data, cfg.batch_size, steps)
+    actions.extend(measures)
     writer = tf.summary.create_file_writer(run_dir)
     started = time.time()
     with writer.as_default():
@@ -297,6 +270,8 @@ def train_run(trainer, variant, seed, task, logdir, log):
             lambda *parts: trainer.evaluate(*(tf.constant(p) for p in parts))
         ),
     }
+    for measure in measures:
+        run.update(measure.record())
     log(f"  {variant['name']:<34} seed {seed}: {_outcome(run)}")
     return run
 
@@ -331,6 +306,7 @@ def _step_function(trainer, task, rates, seed):
             "loss": loss,
             "gradient_norm": float(grad_norm),
             "learning_rate": rate,
+            "batch": batch,
             "step_seconds": time.perf_counter() - started,
         }
         if step % every == 0 or step == trainer.cfg.steps:

@@ -18,6 +18,8 @@ import dataclasses
 from tfnorm._checks import FLOAT32_MAX
 from tfnorm._errors import setting_key
 from tfnorm.choices import (
+    COMPARE_CONTROL_NORMS,
+    COMPARE_STATISTICS,
     COMPARE_TASKS,
     NORMS,
     TEXT_UNITS,
@@ -115,7 +117,19 @@ class CompareConfig(DeclaredSettings):
     num_heads: int = setting(4, MODEL, "attention heads", POSITIVE)
     dff: int = setting(128, MODEL, "feed-forward width", POSITIVE)
     norm: str = setting(
-        "layer", MODEL, f"norm for every block: {norms_help()}", readers.norm_name
+        "layer",
+        MODEL,
+        f"norm for every block: {norms_help()}; or the control batch (Keras's "
+        "BatchNormalization, padding masked where Keras can; not a tfnorm norm)",
+        readers.norm_name,
+    )
+    statistics: str = setting(
+        "float32",
+        MODEL,
+        "where the norms compute mean and variance: float32 (tfnorm's norms, "
+        "always), or compute: a LayerNorm control computing them in the compute "
+        f"dtype ({setting_key('mixed_precision')}), as a plain-op LayerNorm does",
+        choice(COMPARE_STATISTICS),
     )
     norms: tuple | None = setting(
         None,
@@ -147,6 +161,16 @@ class CompareConfig(DeclaredSettings):
         "a constant added to every feature of the embeddings, a large shared "
         "offset LayerNorm's mean-centring removes and RMSNorm keeps",
         number(-1e4, 1e4),
+    )
+    variable_length: bool = setting(
+        False,
+        TASK,
+        "give the reverse task's sequences random lengths (1 to "
+        f"{setting_key('seq_len')}), padded at the end; padding is masked in the "
+        "loss, the attention and a batch norm's statistics",
+        boolean,
+        flags=("--variable-length",),
+        action="store_true",
     )
     batch_size: int | None = setting(
         None,
@@ -235,6 +259,13 @@ class CompareConfig(DeclaredSettings):
         flags=("--no-jit",),
         action="store_false",
     )
+    mixed_precision: str = setting(
+        "float32",
+        RUNTIME,
+        "float16: the mixed_float16 policy (float16 compute, float32 "
+        "variables, dynamic loss scaling)",
+        choice(("float32", "float16")),
+    )
     deterministic: bool = setting(
         True,
         RUNTIME,
@@ -254,6 +285,7 @@ class CompareConfig(DeclaredSettings):
         for key, size in TASK_SIZES[sizes].items():
             if values[key] is None:
                 values[key] = size
+        readers.check_controls(values)
         if sizes == "lm":
             _finish_lm(values)
             if values["input_offset"]:
@@ -270,17 +302,7 @@ class CompareConfig(DeclaredSettings):
                 f"only. Received: norms={list(values['norms'])!r} with "
                 f"task={values['task']!r}",
             )
-        takes_epsilon = NORMS[values["norm"]].takes_epsilon
-        if values["epsilon"] is None and takes_epsilon:
-            values["epsilon"] = DEFAULT_EPSILON
-        elif values["epsilon"] is not None and not takes_epsilon:
-            raise ConfigError(
-                "epsilon",
-                f"`norm` {values['norm']!r} divides by no statistic, so it takes "
-                f"no `epsilon`. Received: epsilon={values['epsilon']!r}",
-            )
-        if takes_epsilon:
-            _check_epsilon(values["norm"], values["epsilon"])
+        _finish_epsilon(values)
         if values["warmup_steps"] is None:
             values["warmup_steps"] = max(
                 1, int(DEFAULT_WARMUP_FRACTION * values["steps"])
@@ -307,6 +329,23 @@ class CompareConfig(DeclaredSettings):
                 "`d_model` must be divisible by `num_heads`. Received: "
                 f"d_model={values['d_model']}, num_heads={values['num_heads']}",
             )
+
+
+def _finish_epsilon(values):
+    """The default epsilon where the norm divides by a statistic; a control's
+    (Keras's own layer) is not checked against tfnorm's range."""
+    control = values["norm"] in COMPARE_CONTROL_NORMS
+    takes_epsilon = control or NORMS[values["norm"]].takes_epsilon
+    if values["epsilon"] is None and takes_epsilon:
+        values["epsilon"] = DEFAULT_EPSILON
+    elif values["epsilon"] is not None and not takes_epsilon:
+        raise ConfigError(
+            "epsilon",
+            f"`norm` {values['norm']!r} divides by no statistic, so it takes "
+            f"no `epsilon`. Received: epsilon={values['epsilon']!r}",
+        )
+    if takes_epsilon and not control:
+        _check_epsilon(values["norm"], values["epsilon"])
 
 
 def _finish_lm(values):

@@ -115,7 +115,9 @@ def checked_block_input(block, input_shape):
     return shape
 
 
-def through_branches(block, x, attention_branch, ffn_branch, training):
+def through_branches(
+    block, x, attention_branch, ffn_branch, training, padding_mask=None
+):
     """`x` through the attention branch, then the FFN branch, each with its
     residual connection, norms and output dropout at `block.norm_position`:
 
@@ -125,9 +127,14 @@ def through_branches(block, x, attention_branch, ffn_branch, training):
     post:      norm(x + dropout(branch(x)))
     deepnorm:  norm(alpha * x + dropout(branch(x)))
     ```
+
+    A norm whose statistics span positions (one that sets
+    `takes_padding_mask`, like the batch-norm control of
+    `tfnorm.experiments.controls`) is given `padding_mask`; the family's
+    norms work row by row and need none.
     """
     position = block.norm_position
-    for branch, norm_in, norm_out, dropout in (
+    for branch, first, second, dropout in (
         (
             attention_branch,
             block.attention_norm,
@@ -142,14 +149,25 @@ def through_branches(block, x, attention_branch, ffn_branch, training):
         ),
     ):
         if position == "pre":
-            x = x + dropout(branch(norm_in(x)), training=training)
+            x = x + dropout(
+                branch(apply_norm(first, x, padding_mask)), training=training
+            )
         elif position == "sandwich":
-            x = x + dropout(norm_out(branch(norm_in(x))), training=training)
+            x = x + dropout(
+                apply_norm(
+                    second,
+                    branch(apply_norm(first, x, padding_mask)),
+                    padding_mask,
+                ),
+                training=training,
+            )
         else:  # "post" and "deepnorm"
             residual = x
             if position == "deepnorm":
                 residual = residual * tf.cast(block.residual_scale, x.dtype)
-            x = norm_in(residual + dropout(branch(x), training=training))
+            x = apply_norm(
+                first, residual + dropout(branch(x), training=training), padding_mask
+            )
     return x
 
 
@@ -210,3 +228,11 @@ def combined_attention_mask(x, padding_mask, attention_mask):
         attention_mask = tf.cast(attention_mask, tf.bool)
         mask = attention_mask if mask is None else tf.logical_and(mask, attention_mask)
     return mask
+
+
+def apply_norm(norm, x, padding_mask=None):
+    """`norm(x)`, given `padding_mask` too when the norm's statistics span
+    positions and it asks for one (`takes_padding_mask`)."""
+    if padding_mask is not None and getattr(norm, "takes_padding_mask", False):
+        return norm(x, mask=padding_mask)
+    return norm(x)

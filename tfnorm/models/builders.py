@@ -6,6 +6,7 @@ from __future__ import annotations
 from tfnorm._checks import check_positive_int
 from tfnorm._keras import keras
 from tfnorm.layers.factory import norm_from_spec
+from tfnorm.models.block_parts import apply_norm
 from tfnorm.models.encoder_block import TransformerEncoderBlock, validate_norm_position
 from tfnorm.models.encoder_model import EncoderModel
 from tfnorm.models.keras_hub_reader import (
@@ -204,7 +205,8 @@ def build_encoder(
         )
         x = block(x) if padding_mask is None else block(x, padding_mask=padding_mask)
     if final_norm:
-        x = norm_from_spec(norm, "norm", epsilon=epsilons[-1], name="final_norm")(x)
+        final = norm_from_spec(norm, "norm", epsilon=epsilons[-1], name="final_norm")
+        x = apply_norm(final, x, padding_mask)
     if padding_mask is None:
         return keras.Model(sequence, x, name=name)
     return EncoderModel([sequence, padding_mask], x, name=name)

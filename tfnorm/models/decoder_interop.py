@@ -215,7 +215,7 @@ def _hub_architecture(model):
             "decoder_to_keras_hub converts a tfnorm decoder (`build_decoder`). "
             f"Received: model={type(model).__name__}"
         )
-    if model._optional_layer("position_embedding") is not None:
+    if model.optional_layer("position_embedding") is not None:
         return "GPT2Backbone"
     return "LlamaBackbone"
 
@@ -257,7 +257,7 @@ def _check_hub_layout(model, architecture):
         # keras-hub's GPT-2 blocks fix their LayerNorms' epsilon at 1e-5.
         _refuse(architecture, "epsilon", norm.epsilon)
     for name, present in layout["layers"].items():
-        if (model._optional_layer(name) is not None) != present:
+        if (model.optional_layer(name) is not None) != present:
             _refuse(architecture, name, "present" if not present else "absent")
 
 
@@ -282,7 +282,7 @@ def _hub_config(model, architecture):
         "num_key_value_heads": block.num_kv_heads,
         "rope_max_wavelength": block.rope_max_wavelength,
         "layer_norm_epsilon": block.attention_norm.epsilon,
-        "tie_word_embeddings": model._optional_layer("lm_head") is None,
+        "tie_word_embeddings": model.optional_layer("lm_head") is None,
     }
 
 

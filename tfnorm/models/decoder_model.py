@@ -87,7 +87,9 @@ class DecoderModel(OptionalMaskModel):
     def vocab_size(self):
         return self.get_layer("token_embedding").vocab_size
 
-    def _optional_layer(self, name):
+    def optional_layer(self, name):
+        """The layer named `name` (`position_embedding`, `final_norm`,
+        `lm_head`, which a layout may leave out), or None."""
         return next((layer for layer in self.layers if layer.name == name), None)
 
     def init_cache(self, batch_size, length):
@@ -111,7 +113,7 @@ class DecoderModel(OptionalMaskModel):
         """
         embedding = self.get_layer("token_embedding")
         x = embedding(token_ids)
-        positions = self._optional_layer("position_embedding")
+        positions = self.optional_layer("position_embedding")
         if positions is not None:
             x = positions(x, start_index=cache_index)
         new_cache = []
@@ -120,9 +122,9 @@ class DecoderModel(OptionalMaskModel):
                 x, block_cache, cache_index, padding_mask
             )
             new_cache.append(block_cache)
-        final_norm = self._optional_layer("final_norm")
+        final_norm = self.optional_layer("final_norm")
         if final_norm is not None:
             x = final_norm(x)
-        head = self._optional_layer("lm_head")
+        head = self.optional_layer("lm_head")
         logits = embedding(x, reverse=True) if head is None else head(x)
         return logits, tuple(new_cache)

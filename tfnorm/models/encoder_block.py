@@ -328,7 +328,9 @@ class TransformerEncoderBlock(Layer):
         def ffn_branch(inputs):
             return self._ffn(inputs, training)
 
-        return through_branches(self, x, attention_branch, ffn_branch, training)
+        return through_branches(
+            self, x, attention_branch, ffn_branch, training, padding_mask
+        )
 
     def compute_output_shape(self, input_shape):
         return input_shape

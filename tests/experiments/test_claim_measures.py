@@ -1,0 +1,186 @@
+"""What `tfnorm compare` measures for its controls, `tfnorm.experiments.claim_measures`."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import tfnorm
+from tfnorm._keras import keras, tf
+from tfnorm.experiments import claim_measures, controls
+
+TOKENS = np.array([[1, 2, 3, 0], [3, 3, 1, 2]], "int32")
+
+
+def _token_model(norm):
+    tokens = keras.Input((4,), dtype="int32")
+    x = keras.layers.Embedding(4, 8, name="embedding")(tokens)
+    x = norm(x)
+    logits = keras.layers.Dense(4, name="logits")(x)
+    model = keras.Model(tokens, logits)
+    table = np.random.default_rng(0).normal(size=(4, 8)).astype("float32")
+    table[0] = 0.0  # token 0 embeds as an all-zero row
+    model.get_layer("embedding").set_weights([table])
+    return model
+
+
+def test_the_watch_names_the_first_broken_norm_at_the_first_nonfinite_loss(
+    mixed_policy,
+):
+    mixed_policy("mixed_float16")
+    model = _token_model(controls.ComputeDtypeLayerNorm(epsilon=1e-8, name="ln16"))
+    watch = claim_measures.NonFiniteWatch(model)
+    batch = (TOKENS, TOKENS, np.ones((2, 4), "float32"))
+    watch.on_step_end(1, {"loss": 2.0, "gradient_norm": 1.0, "batch": batch})
+    watch.on_step_end(2, {"loss": 2.0, "gradient_norm": math.inf, "batch": batch})
+    watch.on_step_end(3, {"loss": math.nan, "gradient_norm": math.nan, "batch": batch})
+    watch.on_step_end(5, {"loss": math.nan, "gradient_norm": math.nan, "batch": batch})
+    record = watch.record()
+    assert record["nonfinite_loss_steps"] == [3, 5]
+    assert record["nonfinite_gradient_steps"] == [2, 3, 5]
+    assert record["first_broken_norm"] == "ln16"
+    assert record["first_broken_norm_statistic"] == "outputs/nonfinite_fraction"
+    assert record["health_problems"][0]["step"] == 3
+
+
+def test_a_finite_run_names_no_norm():
+    model = _token_model(tfnorm.LayerNormalization(epsilon=1e-8, name="ln"))
+    watch = claim_measures.NonFiniteWatch(model)
+    batch = (TOKENS, TOKENS, np.ones((2, 4), "float32"))
+    watch.on_step_end(1, {"loss": 2.0, "gradient_norm": 1.0, "batch": batch})
+    record = watch.record()
+    assert record["nonfinite_loss_steps"] == [] and record["first_broken_norm"] is None
+
+
+def _reference(model, data, training):
+    tokens, targets, weights = data
+    logits = model(tokens, training=training)
+    losses = tf.nn.sparse_softmax_cross_entropy_with_logits(targets, logits)
+    return float(tf.reduce_sum(losses * weights) / weights.sum())
+
+
+def test_batch_statistics_evaluation_runs_after_the_last_step_only():
+    rng = np.random.default_rng(1)
+    tokens = rng.integers(0, 4, (6, 4)).astype("int32")
+    data = (
+        tokens,
+        tokens[:, ::-1].copy(),
+        rng.integers(0, 2, (6, 4)).astype("float32"),
+    )
+    model = _token_model(tfnorm.LayerNormalization(name="ln"))
+    evaluation = claim_measures.BatchStatisticsEvaluation(model, data, 4, total_steps=2)
+    evaluation.on_step_end(1, {})
+    assert evaluation.record()["eval_loss_batch_statistics"] is None
+    evaluation.on_step_end(2, {})
+    # A row-wise norm without dropout: training mode changes nothing.
+    loss = evaluation.record()["eval_loss_batch_statistics"]
+    assert loss == pytest.approx(_reference(model, data, False), rel=1e-5)
+
+
+def test_batch_statistics_evaluation_sees_the_batch_norm_gap():
+    rng = np.random.default_rng(2)
+    tokens = rng.integers(0, 4, (6, 4)).astype("int32")
+    data = (tokens, tokens, np.ones((6, 4), "float32"))
+    model = _token_model(controls.MaskedBatchNorm(name="bn"))
+    evaluation = claim_measures.BatchStatisticsEvaluation(model, data, 3, total_steps=1)
+    # Fresh moving averages (mean 0, variance 1) against batch statistics.
+    inference = _reference(model, data, False)
+    evaluation.on_step_end(1, {})
+    assert evaluation.record()["eval_loss_batch_statistics"] != pytest.approx(
+        inference, rel=1e-3
+    )
+
+
+def _run(variant, seed, nonfinite, layer, gap_loss):
+    return {
+        "variant": variant,
+        "seed": seed,
+        "nonfinite_loss_steps": nonfinite,
+        "nonfinite_gradient_steps": [1, 2],
+        "first_broken_norm": layer,
+        "final_eval_loss": 1.0,
+        "eval_loss_batch_statistics": gap_loss,
+        "eval_accuracy_batch_statistics": 0.5,
+    }
+
+
+def test_the_controls_table_sums_over_seeds():
+    runs = [
+        _run("pre-LN, no warm-up", 0, [7, 9], "encoder/block_3/ffn_norm", 0.25),
+        _run("pre-LN, no warm-up", 1, [4], "encoder/block_2/ffn_norm", 0.75),
+        _run("pre-LN, no warm-up", 2, [], None, math.nan),
+    ]
+    summary = claim_measures.control_summary(runs)
+    assert summary["seeds_with_nonfinite_loss"] == 2
+    assert summary["first_nonfinite_step"] == 4
+    assert summary["nonfinite_loss_steps_total"] == 3
+    assert summary["overflowed_gradient_steps_total"] == 6
+    assert summary["first_broken_norms"] == [
+        "encoder/block_2/ffn_norm",
+        "encoder/block_3/ffn_norm",
+    ]
+    assert summary["train_inference_gap_mean"] == pytest.approx(0.5)
+    row = {
+        "variant": "pre-LN, no warm-up",
+        "seeds": 3,
+        "final_eval_loss_mean": 1.0,
+        "final_accuracy_mean": 0.4,
+        **summary,
+    }
+    table = claim_measures.controls_table([row]).splitlines()
+    assert len(table) == 3
+    assert (
+        "| 2/3 | 4 | 3 | 6 | encoder/block_2/ffn_norm, encoder/block_3/ffn_norm |"
+        in table[2]
+    )
+
+
+def _compare(tmp_path, *flags):
+    import json
+    import os
+
+    from tfnorm.cli.main import main
+
+    output_dir = str(tmp_path / "out")
+    small = ["--num-layers", "4", "--d-model", "16", "--num-heads", "2", "--dff", "32"]
+    small += ["--steps", "30", "--warmup-steps", "5", "--eval-size", "32"]
+    small += ["--eval-every", "10", "--histogram-every", "10", "--seeds", "0", "1"]
+    assert main(["compare", "--output-dir", output_dir, *small, *flags]) == 0
+    paths = {name: os.path.join(output_dir, name) for name in os.listdir(output_dir)}
+    assert {"results.md", "results.csv", "results.json", "comparison.png"} <= set(paths)
+    with open(paths["results.md"]) as f:
+        assert "first broken norm (health monitor)" in f.read()
+    with open(paths["results.json"]) as f:
+        return json.load(f)
+
+
+@pytest.mark.slow
+def test_the_epsilon_claims_experiment_writes_its_figures(tmp_path):
+    # Claim: an epsilon below 1e-6 gives NaNs in deep float16 layers.
+    result = _compare(
+        tmp_path,
+        "--mixed-precision", "float16",
+        "--statistics", "compute",
+        "--epsilon", "1e-8",
+        "--variants", "pre",
+    )  # fmt: skip
+    (row,) = result["table"]
+    assert row["seeds"] == 2 and "first_nonfinite_step" in row
+    assert all("nonfinite_loss_steps" in run for run in result["runs"])
+
+
+@pytest.mark.slow
+def test_the_batch_norm_claims_experiment_writes_its_figures(tmp_path):
+    # Claim: BatchNorm breaks on padded variable-length batches and small batches.
+    result = _compare(
+        tmp_path,
+        "--norm", "batch",
+        "--variable-length",
+        "--batch-size", "2",
+        "--variants", "pre",
+    )  # fmt: skip
+    (row,) = result["table"]
+    assert row["eval_loss_batch_statistics_mean"] is not None
+    assert row["train_inference_gap_mean"] is not None
