@@ -116,6 +116,18 @@ def _path_in_model(variable, model):
     return path[len(prefix) :] if path.startswith(prefix) else path
 
 
+def _paired_weights(backbone, model):
+    """Each backbone weight with the tfnorm weight at its path (None where
+    none is), and the sorted paths of the tfnorm weights left unpaired: the
+    one path table serves both directions of conversion."""
+    ours = {_path_in_model(v, model): v for v in model.weights}
+    pairs = []
+    for variable in backbone.weights:
+        path = _tfnorm_path(variable.path)
+        pairs.append((variable, ours.pop(path, None) if path else None))
+    return pairs, sorted(ours)
+
+
 def decoder_from_keras_hub(backbone, max_len=None):
     """The tfnorm decoder equal to a keras-hub `LlamaBackbone` or `GPT2Backbone`.
 
@@ -155,18 +167,14 @@ def decoder_from_keras_hub(backbone, max_len=None):
         options = _gpt2_options(config)
     options["max_len"] = max_len or options.get("max_len", 2048)
     model = _build(config, options)
-    targets = {_path_in_model(v, model): v for v in model.weights}
-    copied = set()
-    for variable in backbone.weights:
-        path = _tfnorm_path(variable.path)
-        if path is None or path not in targets:
+    pairs, missing = _paired_weights(backbone, model)
+    for hub_variable, variable in pairs:
+        if variable is None:
             raise ValueError(
                 "decoder_from_keras_hub does not know where the keras-hub weight "
-                f"goes in tfnorm's decoder. Received: weight {variable.path!r}"
+                f"goes in tfnorm's decoder. Received: weight {hub_variable.path!r}"
             )
-        targets[path].assign(variable.numpy())
-        copied.add(path)
-    missing = sorted(set(targets) - copied)
+        variable.assign(hub_variable.numpy())
     if missing:
         raise ValueError(
             f"The keras-hub backbone has no weight for tfnorm's {missing[0]!r}. "
@@ -325,16 +333,15 @@ def decoder_to_keras_hub(model):
 
     backbone_class = getattr(keras_hub.models, architecture)
     backbone = backbone_class(**_hub_config(model, architecture))
-    sources = {_path_in_model(v, model): v for v in model.weights}
-    for variable in backbone.weights:
-        path = _tfnorm_path(variable.path)
-        if path is None or path not in sources:
+    pairs, unpaired = _paired_weights(backbone, model)
+    for hub_variable, variable in pairs:
+        if variable is None:
             raise ValueError(
                 "decoder_to_keras_hub does not know which weight of tfnorm's "
-                f"decoder fills keras-hub's {variable.path!r}. "
+                f"decoder fills keras-hub's {hub_variable.path!r}. "
                 f"Received: model={model.name}"
             )
-        variable.assign(sources.pop(path).numpy())
-    if sources:
-        _refuse(architecture, "weight", sorted(sources)[0])
+        hub_variable.assign(variable.numpy())
+    if unpaired:
+        _refuse(architecture, "weight", unpaired[0])
     return backbone
