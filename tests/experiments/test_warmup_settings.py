@@ -30,11 +30,22 @@ def test_variants_name_the_runs_by_position_and_warmup_in_the_order_given():
     assert names == ["pre-LN, warm-up 20", "post-LN, no warm-up"]
 
 
+def test_the_statistics_control_compares_no_other_norm_in_the_decoder_experiment():
+    # The control replaces every norm, so runs named after RMSNorm or DyT
+    # would have trained the LayerNorm control.
+    compute = CompareConfig(task="lm", statistics="compute").resolve()
+    assert compute.norms == ("layer",)
+    names = [v["name"] for v in variants(compute)]
+    assert not any("RMSNorm" in name or "DynamicTanh" in name for name in names)
+    assert CompareConfig(task="lm").resolve().norms == ("layer", "rms", "dyt")
+
+
 @pytest.mark.parametrize(
     "values, key, message",
     [
         ({"statistics": "half"}, "statistics", "`statistics` must be one of 'float32', 'compute'"),
         ({"statistics": "compute", "norm": "rms"}, "statistics", "needs norm 'layer'. Received: statistics='compute' with norm='rms'"),
+        ({"statistics": "compute", "task": "lm", "norms": ["layer", "rms"]}, "norms", "Received: norms=['layer', 'rms'] with statistics='compute'"),
         ({"mixed_precision": "bfloat16"}, "mixed_precision", "Received: mixed_precision='bfloat16'"),
         ({"variable_length": "maybe"}, "variable_length", "must be true or false. Received: variable_length='maybe'"),
         ({"variable_length": True, "task": "mlm"}, "variable_length", "Received: variable_length=True with task='mlm'"),

@@ -140,6 +140,16 @@ def check_controls(values):
             "`statistics` 'compute' is a LayerNorm control: it needs norm "
             f"'layer'. Received: statistics='compute' with norm={values['norm']!r}",
         )
+    other_norms = [n for n in values["norms"] or () if n != "layer"]
+    if values["statistics"] == "compute" and other_norms:
+        # Every norm of the run becomes the LayerNorm control, so these runs
+        # would be labelled with norms they do not use.
+        raise ConfigError(
+            "norms",
+            "`statistics` 'compute' replaces every norm with a LayerNorm "
+            "control, so `norms` can only be 'layer'. Received: "
+            f"norms={list(values['norms'])!r} with statistics='compute'",
+        )
     if values["variable_length"] and values["task"] != "reverse":
         raise ConfigError(
             "variable_length",

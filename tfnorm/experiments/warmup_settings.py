@@ -138,7 +138,7 @@ class CompareConfig(DeclaredSettings):
         readers.norm_names,
         optional=True,
         metavar="NORM",
-        default_text=" ".join(LM_NORMS) + " for lm",
+        default_text=" ".join(LM_NORMS) + " for lm (layer with statistics compute)",
     )
     epsilon: float | None = setting(
         None,
@@ -367,7 +367,9 @@ def _finish_lm(values):
             f"Received: seq_len={values['seq_len']!r}",
         )
     if values["norms"] is None:
-        values["norms"] = LM_NORMS
+        # The LayerNorm control replaces every norm: no other norm to compare.
+        compute = values["statistics"] == "compute"
+        values["norms"] = ("layer",) if compute else LM_NORMS
 
 
 #: The default of every setting, by name (what `--help` shows).
