@@ -43,6 +43,9 @@ def test_the_watch_names_the_first_broken_norm_at_the_first_nonfinite_loss(
     assert record["first_broken_norm"] == "ln16"
     assert record["first_broken_norm_statistic"] == "outputs/nonfinite_fraction"
     assert record["health_problems"][0]["step"] == 3
+    # Step 2's gradients overflowed with a finite loss: probed there too.
+    assert record["first_broken_norm_at_overflow"] == "ln16"
+    assert record["overflow_health_problems"][0]["step"] == 2
 
 
 def test_a_finite_run_names_no_norm():
@@ -100,6 +103,9 @@ def _run(variant, seed, nonfinite, layer, gap_loss):
         "nonfinite_loss_steps": nonfinite,
         "nonfinite_gradient_steps": [1, 2],
         "first_broken_norm": layer,
+        "first_broken_norm_at_overflow": "encoder/block_0/attention_norm"
+        if layer
+        else None,
         "final_eval_loss": 1.0,
         "eval_loss_batch_statistics": gap_loss,
         "eval_accuracy_batch_statistics": 0.5,
@@ -121,6 +127,9 @@ def test_the_controls_table_sums_over_seeds():
         "encoder/block_2/ffn_norm",
         "encoder/block_3/ffn_norm",
     ]
+    assert summary["first_broken_norms_at_overflow"] == [
+        "encoder/block_0/attention_norm"
+    ]
     assert summary["train_inference_gap_mean"] == pytest.approx(0.5)
     row = {
         "variant": "pre-LN, no warm-up",
@@ -132,8 +141,8 @@ def test_the_controls_table_sums_over_seeds():
     table = claim_measures.controls_table([row]).splitlines()
     assert len(table) == 3
     assert (
-        "| 2/3 | 4 | 3 | 6 | encoder/block_2/ffn_norm, encoder/block_3/ffn_norm |"
-        in table[2]
+        "| 2/3 | 4 | 3 | 6 | encoder/block_2/ffn_norm, encoder/block_3/ffn_norm "
+        "| encoder/block_0/attention_norm |" in table[2]
     )
 
 

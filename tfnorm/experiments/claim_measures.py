@@ -2,10 +2,12 @@
 
 * `NonFiniteWatch`: the steps whose training loss was NaN or Inf, the steps
   whose gradients overflowed (skipped by dynamic loss scaling in float16),
-  and, at the first non-finite loss, where `tfnorm.callbacks.NormHealthMonitor`
-  says it starts: it runs the model on that step's batch and names the
-  first norm layer, in call order, with non-finite inputs or outputs or a
-  row statistic below its `epsilon`.
+  and, at the first non-finite loss and again at the first overflowed
+  step, where `tfnorm.callbacks.NormHealthMonitor` says it starts: it runs
+  the model on that step's batch and names the first norm layer, in call
+  order, with non-finite inputs or outputs or a row statistic below its
+  `epsilon`. (Gradients can overflow while the loss stays finite; a probe
+  that finds nothing there says the forward pass was sound.)
 * `BatchStatisticsEvaluation`: after the last step, the held-out loss and
   accuracy with the norms in training mode (batch statistics, in batches
   of `batch_size`) beside the usual inference-mode ones (for a batch norm,
@@ -33,11 +35,15 @@ class NonFiniteWatch(Action):
     def __init__(self, model):
         self.model = model
         self.loss_steps, self.gradient_steps = [], []
-        self.problems = []
+        self.problems, self.overflow_problems = [], []
 
     def on_step_end(self, step, logs):
         if not math.isfinite(logs["gradient_norm"]):
             self.gradient_steps.append(step)
+            if len(self.gradient_steps) == 1:
+                self.overflow_problems = _health_problems(
+                    self.model, logs["batch"][0], step
+                )
         if math.isfinite(logs["loss"]):
             return
         self.loss_steps.append(step)
@@ -48,22 +54,33 @@ class NonFiniteWatch(Action):
         """Nothing to close (the run's actions are closed alike)."""
 
     def record(self):
-        first = next((p for p in self.problems if p.layer is not None), None)
+        first = _first_layer(self.problems)
+        at_overflow = _first_layer(self.overflow_problems)
         return {
             "nonfinite_loss_steps": self.loss_steps,
             "nonfinite_gradient_steps": self.gradient_steps,
             "first_broken_norm": first.layer if first else None,
             "first_broken_norm_statistic": first.statistic if first else None,
-            "health_problems": [
-                {
-                    "step": p.step,
-                    "layer": p.layer,
-                    "statistic": p.statistic,
-                    "value": _plain(p.value),
-                }
-                for p in self.problems[:KEPT_PROBLEMS]
-            ],
+            "health_problems": _kept(self.problems),
+            "first_broken_norm_at_overflow": at_overflow.layer if at_overflow else None,
+            "overflow_health_problems": _kept(self.overflow_problems),
         }
+
+
+def _first_layer(problems):
+    return next((p for p in problems if p.layer is not None), None)
+
+
+def _kept(problems):
+    return [
+        {
+            "step": p.step,
+            "layer": p.layer,
+            "statistic": p.statistic,
+            "value": _plain(p.value),
+        }
+        for p in problems[:KEPT_PROBLEMS]
+    ]
 
 
 def _health_problems(model, tokens, step):
@@ -143,6 +160,9 @@ def control_summary(runs):
         r["nonfinite_loss_steps"][0] for r in runs if r["nonfinite_loss_steps"]
     ]
     layers = sorted({r["first_broken_norm"] for r in runs if r["first_broken_norm"]})
+    at_overflow = sorted(
+        {r.get("first_broken_norm_at_overflow") for r in runs} - {None}
+    )
     gaps = [
         r["final_eval_loss"] - r["eval_loss_batch_statistics"]
         for r in runs
@@ -156,6 +176,7 @@ def control_summary(runs):
             len(r["nonfinite_gradient_steps"]) for r in runs
         ),
         "first_broken_norms": layers,
+        "first_broken_norms_at_overflow": at_overflow,
         "eval_loss_batch_statistics_mean": _mean(
             [r.get("eval_loss_batch_statistics") for r in runs]
         ),
@@ -181,6 +202,7 @@ def controls_table(rows):
         "NaN/Inf loss steps (all seeds)",
         "overflowed gradient steps (all seeds)",
         "first broken norm (health monitor)",
+        "at the first overflowed step",
         "held-out loss, inference mode",
         "held-out loss, batch statistics",
         "held-out accuracy, inference / batch statistics",
@@ -194,6 +216,7 @@ def controls_table(rows):
             str(row["nonfinite_loss_steps_total"]),
             str(row["overflowed_gradient_steps_total"]),
             ", ".join(row["first_broken_norms"]) or "-",
+            ", ".join(row["first_broken_norms_at_overflow"]) or "-",
             _text(row["final_eval_loss_mean"], "{:.3f}"),
             _text(row["eval_loss_batch_statistics_mean"], "{:.3f}"),
             f"{row['final_accuracy_mean']:.3f} / "
