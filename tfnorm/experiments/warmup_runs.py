@@ -189,10 +189,12 @@ class PositionTrainer:
             scaled = _keras.scale_loss(self.optimizer, loss)
         grads = tape.gradient(scaled, model.trainable_variables)
         grads = _keras.unscale_gradients(self.optimizer, grads)
-        norm = tf.linalg.global_norm(grads) / _keras.gradient_scale(self.optimizer)
+        # Read before `apply_gradients`, which may change the loss scale.
+        scale = _keras.gradient_scale(self.optimizer)
         self.optimizer.apply_gradients(zip(grads, model.trainable_variables))
-        blocks = per_block_norms(grads, self.block_groups)
-        return loss, norm, blocks / _keras.gradient_scale(self.optimizer)
+        norm = tf.linalg.global_norm(grads) / scale
+        blocks = per_block_norms(grads, self.block_groups) / scale
+        return loss, norm, blocks
 
     def _evaluate(self, tokens, targets, weights):
         """(weighted token accuracy, weighted cross-entropy) on one batch."""
