@@ -40,10 +40,10 @@ def guarded(fine, fast_x_hat, careful_x_hat, reduce, gamma, beta):
     return y, lambda: (x_hat, inv)
 
 
-def guarded_statistics(fine, fast_statistics, careful_statistics, output):
-    """(y, statistics): the per-row statistics of the fast or the careful
-    path (`tf.cond` on `fine`) and `output(*statistics)` made with them, for
-    XLA.
+def guarded_statistics(fine, x, fast_statistics, careful_statistics, output):
+    """(y, x, statistics): the per-row statistics of the fast or the careful
+    path (`tf.cond` on `fine`), `output(*statistics)` made with them, and
+    the norm's input `x` handed back by the cond, for XLA.
 
     Under XLA a conditional writes out its results: here y (the next
     layer's input, written out anyway) and the per-row statistics, not
@@ -56,6 +56,14 @@ def guarded_statistics(fine, fast_statistics, careful_statistics, output):
     itself made inside the cond, a Pre-LN step kept one more x_hat per norm
     than Keras's.
 
+    The backward pass makes x_hat from the x the cond hands back: XLA
+    cannot make that x again from its producers, while from the x given to
+    the cond it did, in a Post-LN block the residual sum of a dropout
+    (the sublayer's output, the previous block's and the dropout's mask
+    read again) in each of the backward's users of x_hat: the norms cost a
+    Post-LN encoder step 1.6x what Keras's cost in TensorFlow 2.9 (now
+    about 1.0x). Handing back x costs a copy of it inside the cond.
+
     The branches make their own float32 view of a half-precision x and
     return y in the output dtype: XLA writes out a conditional's operands
     and results, so a cast outside the cond costs a float32 copy of x and a
@@ -65,11 +73,11 @@ def guarded_statistics(fine, fast_statistics, careful_statistics, output):
     def through(statistics):
         def branch():
             values = tuple(statistics())
-            return (output(*values),) + values
+            return (output(*values), tf.identity(x)) + values
 
         return branch
 
-    y, *statistics = tf.cond(
+    y, kept, *statistics = tf.cond(
         fine, through(fast_statistics), through(careful_statistics)
     )
-    return y, statistics
+    return y, kept, statistics

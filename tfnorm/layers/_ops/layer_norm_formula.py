@@ -88,7 +88,8 @@ def _graph_layer_norm(x, reduce, epsilon, gamma, beta, output_dtype):
 
 def _xla_layer_norm(x, reduce, epsilon, gamma, beta, output_dtype):
     """(y, saved) under XLA, where x_hat fuses into its users: only the
-    statistics are kept for the backward pass (see `guarded_statistics`)."""
+    statistics and the x the cond hands back are kept for the backward
+    pass (see `guarded_statistics`)."""
     _, mean, inv_std, fine = _statistics(in_statistics_dtype(x), reduce, epsilon)
 
     def fast_statistics():
@@ -98,14 +99,15 @@ def _xla_layer_norm(x, reduce, epsilon, gamma, beta, output_dtype):
         x_hat = _x_hat(in_statistics_dtype(x), *statistics)
         return tf.cast(reduce.affine(x_hat, gamma, beta), output_dtype)
 
-    y, statistics = guarded_statistics(
+    y, kept, statistics = guarded_statistics(
         fine,
+        x,
         fast_statistics,
         lambda: _careful_statistics(in_statistics_dtype(x), reduce, epsilon),
         output,
     )
     _, inv_scale, _, inv = statistics
-    return y, lambda: (_x_hat(in_statistics_dtype(x), *statistics), inv * inv_scale)
+    return y, lambda: (_x_hat(in_statistics_dtype(kept), *statistics), inv * inv_scale)
 
 
 def _layer_norm_kernel(x, gamma, beta, reduce, epsilon, output_dtype):

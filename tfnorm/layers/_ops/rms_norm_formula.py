@@ -50,15 +50,16 @@ def _rms_norm_kernel(x, gamma, beta, reduce, epsilon, output_dtype):
                 x_hat = in_statistics_dtype(x) * inv_scale * inv
                 return tf.cast(reduce.affine(x_hat, gamma, beta), output_dtype)
 
-            y, (inv_scale, inv) = guarded_statistics(
+            y, kept, (inv_scale, inv) = guarded_statistics(
                 fine,
+                x,
                 lambda: (tf.ones_like(inv_rms), inv_rms),
                 lambda: _scaled_statistics(in_statistics_dtype(x), reduce, epsilon),
                 output,
             )
 
             def saved():
-                return in_statistics_dtype(x) * inv_scale * inv, inv * inv_scale
+                return in_statistics_dtype(kept) * inv_scale * inv, inv * inv_scale
 
         else:
             wide = in_statistics_dtype(x)
