@@ -30,9 +30,11 @@ update, inside one `tf.function` (graph mode, and with `--xla` also
 round); the ratio of their median step times over `--rounds` steps is one
 repetition, and `--repeats` repetitions (default 3) give the median ratio
 and its spread. Wall clock; the load average is checked first as in
-`bench/norms.py` (`--require-idle` refuses a busy machine).
+`bench/norms.py` (`--require-idle` refuses a busy machine). A norm costs a
+few percent of a step, the size of a step's spread here: 16 rounds (48 per
+cell) is what two idle runs needed to agree on it.
 
-    python bench/encoder.py [--rounds 8] [--repeats 3] [--positions pre,post]
+    python bench/encoder.py [--rounds 16] [--repeats 3] [--positions pre,post]
         [--xla] [--reference keras-hub|keras-norm] [--require-idle]
 """
 
@@ -195,7 +197,7 @@ def measure(position, jit_compile, names, args):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=8)
+    parser.add_argument("--rounds", type=int, default=16)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--positions", default="pre,post")

@@ -7,7 +7,7 @@ whose mean is large next to their spread, or whose squares overflow
 float32, are redone by a careful path chosen with `tf.cond` (the
 `_careful_statistics` of LayerNorm and the `_scaled_statistics` of RMSNorm,
 in the formula modules). Under XLA the cond hands the backward pass the
-per-row statistics instead of x_hat (`guarded_statistics`).
+per-row statistics and x instead of x_hat (`guarded_statistics`).
 """
 
 from __future__ import annotations
@@ -46,23 +46,20 @@ def guarded_statistics(fine, x, fast_statistics, careful_statistics, output):
     the norm's input `x` handed back by the cond, for XLA.
 
     Under XLA a conditional writes out its results: here y (the next
-    layer's input, written out anyway) and the per-row statistics, not
-    x_hat. The backward pass makes x_hat again from x and the statistics,
-    fused into its reductions. Taking anything of x
-    outside the cond (the sample a LayerNorm row is shifted by, a slice of
-    x) let XLA recompute x, in a Post-LN block the residual sum of a
-    dropout, in each of its users instead, keeping the sublayer's output
-    alive for the backward pass: a 0.84x Post-LN encoder step. With x_hat
-    itself made inside the cond, a Pre-LN step kept one more x_hat per norm
-    than Keras's.
-
-    The backward pass makes x_hat from the x the cond hands back: XLA
-    cannot make that x again from its producers, while from the x given to
-    the cond it did, in a Post-LN block the residual sum of a dropout
-    (the sublayer's output, the previous block's and the dropout's mask
-    read again) in each of the backward's users of x_hat: the norms cost a
-    Post-LN encoder step 1.6x what Keras's cost in TensorFlow 2.9 (now
-    about 1.0x). Handing back x costs a copy of it inside the cond.
+    layer's input, written out anyway), the per-row statistics and x, not
+    x_hat. The backward pass makes x_hat again from the x the cond hands
+    back and the statistics, fused into its reductions. XLA cannot make
+    that x again from its producers; from the x given to the cond it did,
+    in a Post-LN block the residual sum of a dropout (the sublayer's
+    output, the previous block's output and the dropout's mask read again)
+    in several of the backward's fusions: the norms cost TensorFlow 2.9's
+    Post-LN encoder step under XLA 1.75-2.27x what Keras's cost, now
+    0.92-0.95x (`bench/encoder.py`).
+    The copy of x costs the norm timed alone one full-size buffer, and a
+    Post-LN block's step none. Taking anything of x outside the cond (the
+    sample a LayerNorm row is shifted by, a slice of x) let XLA recompute
+    x in each of its users as well. With x_hat made inside the cond, a
+    Pre-LN step kept one more x_hat per norm than Keras's.
 
     The branches make their own float32 view of a half-precision x and
     return y in the output dtype: XLA writes out a conditional's operands
