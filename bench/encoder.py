@@ -31,8 +31,9 @@ round); the ratio of their median step times over `--rounds` steps is one
 repetition, and `--repeats` repetitions (default 3) give the median ratio
 and its spread. Wall clock; the load average is checked first as in
 `bench/norms.py` (`--require-idle` refuses a busy machine). A norm costs a
-few percent of a step, the size of a step's spread here: 16 rounds (48 per
-cell) is what two idle runs needed to agree on it.
+few percent of a step, the size of a step's spread here: with 16 rounds (48
+per cell) two idle runs per runtime agreed within 15% on 7 of the cost
+table's 8 cells (both runtimes), with 8 rounds on 2.
 
     python bench/encoder.py [--rounds 16] [--repeats 3] [--positions pre,post]
         [--xla] [--reference keras-hub|keras-norm] [--require-idle]
