@@ -307,15 +307,25 @@ def final_values(logdir):
 
 
 def complete_steps(directory):
-    """Steps whose index and data files both exist."""
+    """Steps whose index and data files both exist and whose index reads.
+
+    A kill -9 at a random time can land inside a write (a checkpoint is
+    written every step): TensorFlow writes the index in place, so a
+    half-written index exists beside a complete data file ("file is too
+    short to be an sstable"). That checkpoint was never written; resuming
+    from the one before it loses nothing."""
     if not os.path.isdir(directory):
         return []
     names = set(os.listdir(directory))
-    return sorted(
-        int(m.group(1))
-        for m in (re.match(r"^ckpt-(\d+)\.index$", n) for n in names)
-        if m and f"ckpt-{m.group(1)}.data-00000-of-00001" in names
-    )
+    steps = []
+    for m in (re.match(r"^ckpt-(\d+)\.index$", n) for n in names):
+        if m and f"ckpt-{m.group(1)}.data-00000-of-00001" in names:
+            try:
+                tf.train.load_checkpoint(os.path.join(directory, f"ckpt-{m.group(1)}"))
+            except (tf.errors.OpError, ValueError):
+                continue
+            steps.append(int(m.group(1)))
+    return sorted(steps)
 
 
 def kill_once(logdir, rng, during_write, model_flags=None):
