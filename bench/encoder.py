@@ -33,7 +33,9 @@ and its spread. Wall clock; the load average is checked first as in
 `bench/norms.py` (`--require-idle` refuses a busy machine). A norm costs a
 few percent of a step, the size of a step's spread here: with 16 rounds (48
 per cell) two idle runs per runtime agreed within 15% on 7 of the cost
-table's 8 cells (both runtimes), with 8 rounds on 2.
+table's 8 cells (both runtimes), with 8 rounds on 2; Keras 2.9's Post-LN
+graph-mode cell did not agree even at 67 rounds (0.45-0.77 over five idle
+runs, see docs/benchmarks.md).
 
     python bench/encoder.py [--rounds 16] [--repeats 3] [--positions pre,post]
         [--xla] [--reference keras-hub|keras-norm] [--require-idle]

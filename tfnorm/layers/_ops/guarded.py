@@ -54,7 +54,8 @@ def guarded_statistics(fine, x, fast_statistics, careful_statistics, output):
     output, the previous block's output and the dropout's mask read again)
     in several of the backward's fusions: the norms cost TensorFlow 2.9's
     Post-LN encoder step under XLA 1.75-2.27x what Keras's cost, now
-    0.92-0.95x (`bench/encoder.py`).
+    about what Keras's cost (0.92-1.31x across idle runs of
+    `bench/encoder.py`, docs/benchmarks.md).
     The copy of x costs the norm timed alone one full-size buffer, and a
     Post-LN block's step none. Taking anything of x outside the cond (the
     sample a LayerNorm row is shifted by, a slice of x) let XLA recompute
