@@ -445,6 +445,23 @@ def test_a_garbled_or_empty_state_file_resumes_from_the_newest_checkpoint(
     assert tf.train.latest_checkpoint(directory).endswith("ckpt-8")
 
 
+@pytest.mark.parametrize("state", ['model_checkpoint_path: "ckpt-2"\n', "garbage\n"])
+def test_a_rerun_of_a_finished_run_mends_a_state_file_a_kill_left_behind(
+    tmp_path, state
+):
+    # A kill -9 between the last checkpoint's write and the state file's
+    # leaves the state file naming an older checkpoint (or, cut short, none).
+    common = dict(epochs=1, steps_per_epoch=4, checkpoint_every=2)
+    run(tiny(tmp_path, "run", **common))
+    directory = checkpoint_dir(tmp_path)
+    with open(os.path.join(directory, "checkpoint"), "w") as handle:
+        handle.write(state)
+    summary, out = run(tiny(tmp_path, "run", **common))
+    assert "resumed from step 4" in out and summary["final_step"] == 4
+    assert tf.train.latest_checkpoint(directory).endswith("ckpt-4")
+    assert checkpoint_steps(directory) == [2, 4]
+
+
 def truncate(path):
     with open(path, "r+b") as handle:
         handle.truncate(os.path.getsize(path) // 2)

@@ -152,7 +152,8 @@ def restore(checkpoint, paths, log):
 
     Every process restores from the run's checkpoint directory. Damaged
     checkpoints are reported in the log; the chief moves those newer than
-    the restored one aside (see `checkpoints.restore_newest`).
+    the restored one aside (see `checkpoints.restore_newest`) and rewrites
+    a state file that does not name the restored checkpoint as the newest.
 
     Args:
         checkpoint: the run's `tf.train.Checkpoint`, every variable built.
@@ -191,6 +192,14 @@ def restore(checkpoint, paths, log):
             "(see the warnings above); they are left as they are. Move them "
             f"away to start over, or use another {setting_key('checkpoint_dir')}. Received: "
             f"checkpoint_dir={directory!r}",
+        )
+    if latest and paths.owns_directories and known[-1:] != [latest]:
+        # A kill between a checkpoint's write and the state file's left the
+        # state file naming an older one; a rerun with no step left to train
+        # would never write it again, and `tf.train.latest_checkpoint` would
+        # go on returning the older checkpoint.
+        checkpoints.write_state_file(
+            directory, [prefix for _, prefix in checkpoints.scan(directory)]
         )
     return Resumed(latest, skipped, known)
 
