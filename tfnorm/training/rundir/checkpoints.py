@@ -109,9 +109,10 @@ def read_state_file(directory):
     return listed or [latest]
 
 
-def write_state_file(directory, prefixes):
-    """Writes the state file naming `prefixes` (oldest first; the last is latest)."""
-    names = [os.path.basename(prefix) for prefix in prefixes]
+def write_state_file(directory):
+    """Writes the state file naming every checkpoint in `directory`, oldest
+    first, the newest as the latest."""
+    names = [os.path.basename(prefix) for _, prefix in scan(directory)]
     lines = [f'model_checkpoint_path: "{names[-1]}"']
     lines += [f'all_model_checkpoint_paths: "{name}"' for name in names]
     atomic_write_text(os.path.join(directory, STATE_FILE), "\n".join(lines) + "\n")
@@ -244,7 +245,7 @@ class CheckpointWriter:
             os.makedirs(self.directory, exist_ok=True)
             path = self.checkpoint.write(prefix)
             self.managed = [p for p in self.managed if p != prefix] + [prefix]
-            write_state_file(self.directory, self._listed())
+            write_state_file(self.directory)
         except (OSError, tf.errors.OpError) as error:
             self._remove_partial(prefix)
             raise CheckpointWriteError(
@@ -261,20 +262,16 @@ class CheckpointWriter:
             for path in files_of(self.managed.pop(0)):
                 os.remove(path)
         try:
-            write_state_file(self.directory, self._listed())
+            write_state_file(self.directory)
         except OSError:
             pass  # the retry writes it again
         return True
-
-    def _listed(self):
-        """Every checkpoint on disk, oldest first, for the state file."""
-        return [prefix for _, prefix in scan(self.directory)]
 
     def _prune(self):
         while len(self.managed) > self.keep:
             for path in files_of(self.managed.pop(0)):
                 os.remove(path)
-        write_state_file(self.directory, self._listed())
+        write_state_file(self.directory)
 
     def _remove_partial(self, prefix):
         self.managed = [p for p in self.managed if p != prefix]

@@ -198,9 +198,7 @@ def restore(checkpoint, paths, log):
         # state file naming an older one; a rerun with no step left to train
         # would never write it again, and `tf.train.latest_checkpoint` would
         # go on returning the older checkpoint.
-        checkpoints.write_state_file(
-            directory, [prefix for _, prefix in checkpoints.scan(directory)]
-        )
+        checkpoints.write_state_file(directory)
     return Resumed(latest, skipped, known)
 
 
