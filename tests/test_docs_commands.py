@@ -1,6 +1,7 @@
-"""The README's `tfnorm train` and `tfnorm predict` lines run as written, and learn.
+"""The README's and docs/training.md's `tfnorm train` and `tfnorm predict`
+lines run as written, and learn.
 
-For each shell block (`sh`, `bash`, `shell`) of README.md holding a
+For each shell block (`sh`, `bash`, `shell`) of those pages holding a
 `tfnorm train` command, its `tfnorm train`/`tfnorm predict` lines (with
 their `\\` continuations, a leading `nohup` and a trailing `&` as written)
 run one after the other in bash, in a fresh temporary directory holding a
@@ -46,15 +47,33 @@ def commands(code):
     return found
 
 
+#: The pages whose shell blocks train: the README's short examples and the
+#: training page's reference.
+PAGES = (README, os.path.join(REPO, "docs", "training.md"))
+
+
+def pages_text():
+    """The pages' text, one after the other (where the figures are stated)."""
+    texts = []
+    for page in PAGES:
+        with open(page, encoding="utf-8") as handle:
+            texts.append(handle.read())
+    return "\n".join(texts)
+
+
 def readme_blocks():
-    with open(README, encoding="utf-8") as handle:
-        blocks = code_blocks(handle.read())
-    return [
-        block
-        for block in blocks
-        if block["language"] in SHELL_LANGUAGES
-        and any(" train " in f" {c} " for c in commands(block["code"]))
-    ]
+    """The shell blocks of `PAGES` that train, each with its `page`."""
+    found = []
+    for page in PAGES:
+        with open(page, encoding="utf-8") as handle:
+            blocks = code_blocks(handle.read())
+        found += [
+            dict(block, page=os.path.relpath(page, REPO))
+            for block in blocks
+            if block["language"] in SHELL_LANGUAGES
+            and any(" train " in f" {c} " for c in commands(block["code"]))
+        ]
+    return found
 
 
 #: The README's language-model block: its corpus is made first, by Python.
@@ -96,11 +115,16 @@ def units():
     """The README's commands grouped into runs: a `tfnorm train` line with the
     `tfnorm predict` lines reading its logdir, or a line that trains nothing
     (`--help`); each group runs on its own, so the long ones can be marked."""
-    found = []
+    found, seen = [], set()
     for block in readme_blocks():
         if LANGUAGE_MODEL in block["code"]:
             continue  # needs its corpus first: see the language-model test
         for line in commands(block["code"]):
+            # The README repeats some of the training page's lines: each
+            # line runs once.
+            if line in seen:
+                continue
+            seen.add(line)
             words = shlex.split(line.rstrip("&").split(">")[0])
             if words[1] == "predict" and found and words[2] in found[-1][2]:
                 found[-1][1].append(line)
@@ -108,19 +132,15 @@ def units():
             logdirs = (
                 words[words.index("--logdir") + 1 :][:1] if "--logdir" in words else []
             )
-            found.append((block["line"], [line], logdirs))
+            found.append((f"{block['page']}:{block['line']}", [line], logdirs))
     params = []
-    for line_number, lines, _ in found:
+    for where, lines, _ in found:
         marks = ()
         if "--task sorted" in lines[0]:
             # Some 400 steps: ~25 s on 2 idle cores, over a minute on a busy
             # machine; run by `make test-slow`.
             marks = (pytest.mark.slow,)
-        params.append(
-            pytest.param(
-                lines, id=f"README.md:{line_number}:{lines[0][:40]}", marks=marks
-            )
-        )
+        params.append(pytest.param(lines, id=f"{where}:{lines[0][:40]}", marks=marks))
     return params
 
 
@@ -152,8 +172,7 @@ def test_readme_train_lines_run_as_written_and_learn(lines, tmp_path):
         f"{lines}: exit {result.returncode}\n"
         f"{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
     )
-    with open(README, encoding="utf-8") as handle:
-        readme = handle.read()
+    readme = pages_text()
     words = shlex.split(lines[0].rstrip("&").split(">")[0])
     if "--help" in words:
         assert "usage: tfnorm train" in result.stdout
@@ -181,8 +200,11 @@ STATED_BITS = (
 
 
 def language_model_lines():
-    """The lines of the README's language-model block, continuations joined."""
-    [block] = [b for b in readme_blocks() if LANGUAGE_MODEL in b["code"]]
+    """The lines of the README's language-model block, continuations joined
+    (the training page shows the same block)."""
+    blocks = [b for b in readme_blocks() if LANGUAGE_MODEL in b["code"]]
+    assert len({b["code"] for b in blocks}) == 1, [b["page"] for b in blocks]
+    block = blocks[0]
     lines = [
         " ".join(line.split())
         for line in block["code"].replace("\\\n", " ").split("\n")
@@ -222,8 +244,7 @@ def test_readme_language_model_lines_run_as_written_and_beat_the_unigram_baselin
     with open(logdir / "summary.json") as handle:
         summary = json.load(handle)
     assert summary["status"] == "completed", summary
-    with open(README, encoding="utf-8") as handle:
-        stated = re.search(STATED_BITS, " ".join(handle.read().split()))
+    stated = re.search(STATED_BITS, " ".join(pages_text().split()))
     bits, unigram = float(stated.group(1)), float(stated.group(2))
     # The baseline is counted, not trained: the same on every machine.
     assert summary["data"]["val_unigram_bits_per_byte"] == pytest.approx(
