@@ -82,7 +82,7 @@ TRAIN_TASKS = SYNTHETIC_TASKS + (LANGUAGE_MODEL_TASK,)
 #: language-model run without `norm` builds).
 DECODER_PRESET_NORMS = {"llama": "rms", "gpt2": "layer"}
 
-#: Tasks of `tfnorm compare` (`tfnorm.experiments.warmup.run_comparison`).
+#: Tasks of `tfnorm compare` (`tfnorm.experiments.compare_experiment.run_comparison`).
 COMPARE_TASKS = ("reverse", "mlm", "lm")
 #: Norms `tfnorm compare --norm` also takes, as controls outside the family
 #: (`tfnorm.experiments.controls`): `tfnorm train` refuses them.
@@ -90,7 +90,7 @@ COMPARE_CONTROL_NORMS = ("batch",)
 #: Where `tfnorm compare`'s norms compute their statistics: float32 (tfnorm's
 #: norms) or the compute dtype (a LayerNorm control).
 COMPARE_STATISTICS = ("float32", "compute")
-#: Units of the `mlm` task (`tfnorm.experiments.text_task`).
+#: Units of the `mlm` task (`tfnorm.experiments.tasks.text`).
 TEXT_UNITS = ("char", "word")
 
 #: Optimizer names of `tfnorm.training.make_optimizer`.

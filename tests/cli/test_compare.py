@@ -16,8 +16,8 @@ from tfnorm.choices import NORMS
 from tfnorm.cli import compare as compare_cli
 from tfnorm.cli import flags
 from tfnorm.cli.main import build_parser, main
-from tfnorm.experiments import warmup
-from tfnorm.experiments.warmup_settings import CompareConfig
+from tfnorm.experiments import compare_experiment as warmup
+from tfnorm.experiments.compare_settings import CompareConfig
 from tfnorm.training.config.settings import ConfigError
 
 TINY_FLAGS = [

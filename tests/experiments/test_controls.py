@@ -14,10 +14,11 @@ from tfnorm._keras import keras, tf
 from tfnorm.callbacks.layers import find_norm_layers
 from tfnorm.choices import NORMS
 from tfnorm.cli.main import main
-from tfnorm.experiments import controls, warmup
+from tfnorm.experiments import compare_experiment as warmup
+from tfnorm.experiments import controls
+from tfnorm.experiments.compare_runs import build_model
+from tfnorm.experiments.compare_settings import CompareConfig
 from tfnorm.experiments.controls import offset_inputs, scale_norm_gammas
-from tfnorm.experiments.warmup_runs import build_model
-from tfnorm.experiments.warmup_settings import CompareConfig
 from tfnorm.models import build_encoder
 
 TINY = {

@@ -6,9 +6,9 @@ import os
 
 import pytest
 
-from tfnorm.experiments import warmup
+from tfnorm.experiments import compare_experiment as warmup
+from tfnorm.experiments.compare_settings import CompareConfig
 from tfnorm.experiments.depth_sweep import sweep_variants
-from tfnorm.experiments.warmup_settings import CompareConfig
 
 TINY = {
     "num_layers": 1,

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from tfnorm._keras import tf
-from tfnorm.experiments import warmup
+from tfnorm.experiments import compare_experiment as warmup
+from tfnorm.experiments.compare_runs import build_model
 from tfnorm.experiments.layer_gradients import (
     SPREAD_KEYS,
     block_variable_groups,
@@ -17,7 +18,6 @@ from tfnorm.experiments.layer_gradients import (
     spread_over_seeds,
     stack_blocks,
 )
-from tfnorm.experiments.warmup_runs import build_model
 
 
 def test_spread_across_layers_over_time_and_relative():

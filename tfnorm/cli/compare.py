@@ -1,7 +1,7 @@
 """`tfnorm compare`: the Post-LN vs Pre-LN warm-up experiment, measured.
 
 The flags are generated from `CompareConfig`'s declarations
-(`tfnorm.experiments.warmup_settings`), and their values are read by the
+(`tfnorm.experiments.compare_settings`), and their values are read by the
 same code as a notebook's `run_comparison(...)` arguments, so a bad value
 gets the same one-line error (exit status 2) from either.
 """
@@ -14,7 +14,7 @@ import shutil
 import sys
 
 from tfnorm.cli.flags import add_setting_flags, describe, fail, given_settings
-from tfnorm.experiments.warmup_settings import CompareConfig
+from tfnorm.experiments.compare_settings import CompareConfig
 from tfnorm.training.config.settings import ConfigError, creatable
 
 DEFAULT_OUTPUT_DIR = os.path.join("runs", "compare")
@@ -75,7 +75,7 @@ def run(args):
         creatable("directory")("output_dir", args.output_dir)
     except ValueError as error:
         return fail("compare", f"--output-dir: {error}")
-    from tfnorm.experiments.warmup import run_comparison
+    from tfnorm.experiments.compare_experiment import run_comparison
 
     result = run_comparison(args.output_dir, config=config)
     paths = result["paths"]

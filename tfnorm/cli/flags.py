@@ -1,6 +1,6 @@
 """Command-line flags generated from a dataclass of declared settings.
 
-A settings dataclass (`tfnorm.experiments.warmup_settings.CompareConfig`;
+A settings dataclass (`tfnorm.experiments.compare_settings.CompareConfig`;
 `tfnorm.training.config.train_config.TrainConfig` is declared the same way) declares each
 field with `tfnorm.training.config.settings.setting(...)`. `add_setting_flags`
 turns the declarations into argparse flags that keep the raw strings

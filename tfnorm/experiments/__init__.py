@@ -1,15 +1,20 @@
 """Experiments that test the claims behind tfnorm's defaults.
 
-* `warmup`: Post-LN vs Pre-LN with and without learning-rate warm-up, the
-  run behind `tfnorm compare` and notebook 02; its runs use the training
-  loop of `tfnorm.training.loop.driver`. Its settings are `warmup_settings`'s
-  `CompareConfig`, its tasks `compare_tasks.ReverseTask` and
-  `text_task.MaskedTextTask` (masked-language modelling on the Python
-  language reference, `pydoc_data.topics`), its depth sweep `depth_sweep`.
+* The compare experiment, one name for one experiment: Post-LN vs Pre-LN
+  with and without learning-rate warm-up, the run behind `tfnorm compare`
+  and notebook 02. `compare_experiment` runs it, `compare_runs` trains one
+  run (with the training loop of `tfnorm.training.loop.driver`),
+  `compare_settings` holds its `CompareConfig`, `compare_report` and
+  `compare_lm_report` write its tables (with `figures`, the plots both
+  share), `compare_readers` read its settings. Its tasks are in `tasks/`:
+  `tasks.reverse.ReverseTask`, `tasks.text.MaskedTextTask`
+  (masked-language modelling on the Python
+  language reference, `pydoc_data.topics`) and `tasks.lm.ByteTextTask`
+  (next-byte prediction for causal decoders); its depth sweep `depth_sweep`.
   Its controls for the seed articles' claims (checked in `docs/claims.md`):
   `controls` (`gamma_init` and `input_offset`, and a batch norm and a
   LayerNorm with compute-dtype statistics, outside the norm family),
-  `padded_task` (padded, variable-length sequences) and `claim_measures`
+  `tasks.padded` (padded, variable-length sequences) and `claim_measures`
   (NaN/Inf steps, the first broken norm, the train/inference gap).
 * `gradients`: per-layer gradient norms at initialisation (Xiong et al.,
   2020), the measurement behind the depth argument for warm-up;

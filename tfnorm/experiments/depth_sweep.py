@@ -21,8 +21,8 @@ import os
 
 import numpy as np
 
-from tfnorm.experiments.warmup_report import over_seeds
-from tfnorm.experiments.warmup_runs import PositionTrainer, train_run
+from tfnorm.experiments.compare_report import over_seeds
+from tfnorm.experiments.compare_runs import PositionTrainer, train_run
 
 
 def sweep_variants(cfg):
@@ -52,7 +52,7 @@ def run_sweep(output_dir, cfg, task, log=print):
     Args:
         output_dir: directory to write into.
         cfg: a resolved `CompareConfig` with `depths` set.
-        task: the task object (`tfnorm.experiments.compare_tasks.make_task`).
+        task: the task object (`tfnorm.experiments.tasks.make_task`).
         log: function called with one progress line at a time.
 
     Returns:

@@ -1,4 +1,4 @@
-"""The actions of one run of `tfnorm compare` (`warmup_runs.train_run`).
+"""The actions of one run of `tfnorm compare` (`compare_runs.train_run`).
 
 Each is a `tfnorm.training.loop.driver.Action` called after every step:
 `Record` keeps the curves, `Evaluate` measures the held-out set, `Histograms`

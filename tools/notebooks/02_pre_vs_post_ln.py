@@ -18,7 +18,7 @@
 # 1. the per-layer gradient norms at initialisation, for all four norm positions
 #    tfnorm implements (`post`, `pre`, `sandwich`, `deepnorm`);
 # 2. training curves of Post-LN and Pre-LN, with and without warm-up
-#    (`tfnorm.experiments.warmup.run_comparison`, the code behind `tfnorm compare`),
+#    (`tfnorm.experiments.compare_experiment.run_comparison`, the code behind `tfnorm compare`),
 #    plus Sandwich-LN and DeepNorm without warm-up.
 #
 # The parameters below are small so that the notebook runs in about two minutes on
@@ -53,7 +53,7 @@ import tensorflow as tf
 from IPython.display import Markdown, display
 
 import tfnorm
-from tfnorm.experiments import warmup as compare
+from tfnorm.experiments import compare_experiment as compare
 from tfnorm.experiments.gradients import ffn_gradient_norms_at_init
 
 POSITIONS = ("post", "pre", "sandwich", "deepnorm")

@@ -1,4 +1,4 @@
-"""One run of the warm-up experiment, `tfnorm.experiments.warmup_runs`."""
+"""One run of the warm-up experiment, `tfnorm.experiments.compare_runs`."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 
 
 def _config(**values):
-    from tfnorm.experiments.warmup_settings import CompareConfig
+    from tfnorm.experiments.compare_settings import CompareConfig
 
     tiny = {"num_layers": 1, "d_model": 8, "num_heads": 2, "dff": 16, "seq_len": 4}
     return CompareConfig.from_dict({**tiny, "jit_compile": False, **values}).resolve()
@@ -15,7 +15,7 @@ def _config(**values):
 def test_a_float16_trainer_builds_half_layers_and_scales_the_loss():
     from tfnorm import _keras
     from tfnorm._keras import tf
-    from tfnorm.experiments.warmup_runs import PositionTrainer
+    from tfnorm.experiments.compare_runs import PositionTrainer
 
     trainer = PositionTrainer("pre", _config(mixed_precision="float16"), 5)
     assert _keras.global_policy_name() == "float32"
@@ -44,7 +44,7 @@ def test_a_float16_trainer_builds_half_layers_and_scales_the_loss():
 def test_the_trainer_builds_the_controls_it_is_asked_for():
     from tfnorm.callbacks.layers import find_norm_layers
     from tfnorm.experiments import controls
-    from tfnorm.experiments.warmup_runs import PositionTrainer
+    from tfnorm.experiments.compare_runs import PositionTrainer
 
     trainer = PositionTrainer("pre", _config(norm="batch"), 5, pad_id=0)
     norms = [layer for _, layer in find_norm_layers(trainer.model)]

@@ -1,12 +1,12 @@
-"""The controls' settings of `tfnorm compare`, `tfnorm.experiments.warmup_settings`."""
+"""The controls' settings of `tfnorm compare`, `tfnorm.experiments.compare_settings`."""
 
 from __future__ import annotations
 
 import pytest
 
 from tfnorm.cli.main import main
-from tfnorm.experiments.warmup import variants
-from tfnorm.experiments.warmup_settings import CompareConfig
+from tfnorm.experiments.compare_experiment import variants
+from tfnorm.experiments.compare_settings import CompareConfig
 from tfnorm.training.config.settings import ConfigError
 
 

@@ -1,10 +1,10 @@
-"""The padded, variable-length reverse task, `tfnorm.experiments.padded_task`."""
+"""The padded, variable-length reverse task, `tfnorm.experiments.tasks.padded`."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from tfnorm.experiments.padded_task import (
+from tfnorm.experiments.tasks.padded import (
     PAD_ID,
     PaddedReverseTask,
     padded_reverse_task,

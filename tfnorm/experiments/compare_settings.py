@@ -71,7 +71,7 @@ MAX_LM_SEQ_LEN = 4096
 
 @dataclasses.dataclass
 class CompareConfig(DeclaredSettings):
-    """The settings of `tfnorm.experiments.warmup.run_comparison` and `tfnorm compare`.
+    """The settings of `tfnorm.experiments.compare_experiment.run_comparison` and `tfnorm compare`.
 
     Build one with `CompareConfig.from_dict({...}).resolve()`: `resolve`
     checks every value (the same readers as `tfnorm train`'s) and fills the

@@ -1,4 +1,4 @@
-"""Tests for the Post-LN vs Pre-LN experiment, `tfnorm.experiments.warmup`."""
+"""Tests for the Post-LN vs Pre-LN experiment, `tfnorm.experiments.compare_experiment`."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 
 from tfnorm import _keras
 from tfnorm._keras import tf
-from tfnorm.experiments import warmup
+from tfnorm.experiments import compare_experiment as warmup
 from tfnorm.training.config.settings import ConfigError
 
 TINY = {

@@ -15,13 +15,13 @@ depth sweep (`tfnorm.experiments.depth_sweep`).
 
 With `task="lm"` the same design trains causal decoders
 (`tfnorm.build_decoder`) on the bytes of the Python language reference
-(`lm_task`), and adds LayerNorm vs RMSNorm vs DyT at Pre-LN (`norms`); its
+(`tasks.lm`), and adds LayerNorm vs RMSNorm vs DyT at Pre-LN (`norms`); its
 table reads held-out bits per byte, steps to a loss threshold (a bigram
-model's bits per byte) and the step time (`lm_report`).
+model's bits per byte) and the step time (`compare_lm_report`).
 
 The tasks and the training of one variant for one seed are in
-`warmup_runs` (and `text_task` for masked-language modelling on real text);
-the tables and the figure in `warmup_report`. The default size was
+`compare_runs` (and `tasks.text` for masked-language modelling on real text);
+the tables and the figure in `compare_report`. The default size was
 calibrated on 2 CPU cores: with 6 layers and a peak learning rate of 1e-2
 held after a 60-step warm-up, Post-LN without warm-up (and at the warm-up's
 mean rate) stays near chance on the reverse task, Pre-LN reaches 95% token
@@ -44,24 +44,24 @@ import numpy as np
 from tfnorm import _keras
 from tfnorm._checks import is_int, is_real
 from tfnorm.choices import NORM_POSITIONS, NORMS
-from tfnorm.experiments import lm_report
+from tfnorm.experiments import compare_lm_report as lm_report
 from tfnorm.experiments.claim_measures import control_summary, controls_table
-from tfnorm.experiments.compare_tasks import make_task, reverse_task
-from tfnorm.experiments.warmup_report import (
-    EARLY_STEPS,
+from tfnorm.experiments.compare_report import (
     TARGET_ACCURACY,
     markdown_table,
     per_seed_table,
     plot,
     summarise,
 )
-from tfnorm.experiments.warmup_runs import (
+from tfnorm.experiments.compare_runs import (
     PositionTrainer,
     build_model,
     learning_rates,
     train_run,
 )
-from tfnorm.experiments.warmup_settings import DEFAULTS, CompareConfig
+from tfnorm.experiments.compare_settings import DEFAULTS, CompareConfig
+from tfnorm.experiments.figures import EARLY_STEPS
+from tfnorm.experiments.tasks import make_task, reverse_task
 
 __all__ = [
     "DEFAULTS",
@@ -167,7 +167,7 @@ def run_comparison(
 
     Example:
 
-    >>> from tfnorm.experiments.warmup import run_comparison
+    >>> from tfnorm.experiments.compare_experiment import run_comparison
     >>> result = run_comparison(
     ...     "runs/compare", num_layers=2, steps=20, warmup_steps=5, seeds=(0,))
 

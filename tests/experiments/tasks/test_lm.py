@@ -1,4 +1,4 @@
-"""The decoder experiment, `tfnorm compare --task lm` (`tfnorm.experiments.lm_task`)."""
+"""The decoder experiment, `tfnorm compare --task lm` (`tfnorm.experiments.tasks.lm`)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 from tfnorm._keras import tf
-from tfnorm.experiments import lm_task, warmup
-from tfnorm.experiments.warmup_settings import CompareConfig
+from tfnorm.experiments import compare_experiment as warmup
+from tfnorm.experiments.compare_settings import CompareConfig
+from tfnorm.experiments.tasks import lm as lm_task
 from tfnorm.training.config.settings import ConfigError
 from tfnorm.training.data import byte_text
 

@@ -1,10 +1,10 @@
-"""The tasks of `tfnorm compare`, `tfnorm.experiments.compare_tasks`."""
+"""The tasks of `tfnorm compare`, `tfnorm.experiments.tasks`."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from tfnorm.experiments.compare_tasks import reverse_task
+from tfnorm.experiments.tasks import reverse_task
 
 
 def test_reverse_task_targets_are_the_reversed_inputs():

@@ -1,8 +1,8 @@
 """One run of the warm-up experiment: its model and one trained variant.
 
-`tfnorm.experiments.warmup.run_comparison` trains every variant for every
+`tfnorm.experiments.compare_experiment.run_comparison` trains every variant for every
 seed with `train_run`, reusing one `PositionTrainer` (one model, one compiled
-step) per norm position, on a task of `tfnorm.experiments.compare_tasks`
+step) per norm position, on a task of `tfnorm.experiments.tasks`
 (batches as `(inputs, targets, weights)`: the loss and the accuracy are
 weighted means over tokens).
 """
@@ -23,6 +23,7 @@ from tfnorm.experiments.controls import (
     offset_inputs,
     scale_norm_gammas,
 )
+from tfnorm.experiments.figures import EARLY_STEPS
 from tfnorm.experiments.gradients import layer_gradient_norms
 from tfnorm.experiments.layer_gradients import (
     block_variable_groups,
@@ -30,9 +31,8 @@ from tfnorm.experiments.layer_gradients import (
     per_block_norms,
     stack_blocks,
 )
-from tfnorm.experiments.lm_task import build_decoder_model, norm_epsilon
 from tfnorm.experiments.run_actions import Evaluate, Histograms, Record
-from tfnorm.experiments.warmup_report import EARLY_STEPS
+from tfnorm.experiments.tasks.lm import build_decoder_model, norm_epsilon
 from tfnorm.optim.optimizers import make_optimizer
 from tfnorm.optim.precision import wrap_for_mixed_precision
 from tfnorm.optim.schedules import WarmupSchedule

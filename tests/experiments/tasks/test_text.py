@@ -1,12 +1,12 @@
-"""Masked-language modelling on `pydoc_data.topics`, `tfnorm.experiments.text_task`."""
+"""Masked-language modelling on `pydoc_data.topics`, `tfnorm.experiments.tasks.text`."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from tfnorm.experiments import text_task
-from tfnorm.experiments.text_task import MASK, UNK, MaskedTextTask
+from tfnorm.experiments.tasks import text as text_task
+from tfnorm.experiments.tasks.text import MASK, UNK, MaskedTextTask
 
 
 @pytest.fixture(scope="module")
@@ -94,7 +94,7 @@ def test_on_real_text_pre_ln_learns_where_post_ln_guesses_spaces(tmp_path):
     # The default mlm size on seed 0 (~1-2 minutes): at the peak rate 1e-2
     # Post-LN without warm-up only ever predicts the commonest character,
     # Pre-LN learns beyond it. docs/experiments.md, section 4.
-    from tfnorm.experiments import warmup
+    from tfnorm.experiments import compare_experiment as warmup
 
     result = warmup.run_comparison(
         str(tmp_path),

@@ -1,6 +1,6 @@
 """Next-byte prediction on the Python language reference, for `tfnorm compare --task lm`.
 
-The text is `pydoc_data.topics.topics` (see `tfnorm.experiments.text_task`),
+The text is `pydoc_data.topics.topics` (see `tfnorm.experiments.tasks.text`),
 which ships with CPython: each topic's UTF-8 bytes followed by the
 end-of-text token, topics in sorted order, read as `tfnorm train --task lm`
 reads files (`tfnorm.training.data.byte_text`: 257 token ids, nothing
@@ -36,8 +36,8 @@ import math
 import numpy as np
 
 from tfnorm.choices import NORMS
-from tfnorm.experiments.text_task import SOURCE
-from tfnorm.experiments.warmup_settings import DEFAULT_EPSILON
+from tfnorm.experiments.compare_settings import DEFAULT_EPSILON
+from tfnorm.experiments.tasks.text import SOURCE
 from tfnorm.training.data import byte_text
 
 HELD_OUT_FRACTION = 0.1
@@ -87,7 +87,7 @@ def build_decoder_model(
 
     Returns:
         `(model, model)`: the model, and the layer holding its `block_*`
-        layers (the model itself), as `warmup_runs.build_model` returns.
+        layers (the model itself), as `compare_runs.build_model` returns.
     """
     from tfnorm.models import build_decoder
 

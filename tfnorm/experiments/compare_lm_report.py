@@ -1,9 +1,9 @@
 """The table and the figure of the decoder experiment (`tfnorm compare --task lm`).
 
-The rows come from `warmup_report.summarise`, with the columns of a
+The rows come from `compare_report.summarise`, with the columns of a
 language model added (`add_lm_columns`): the norm, the held-out bits per
 byte over seeds, the median step time, and the steps to the task's
-threshold (the bigram model's bits per byte, `tfnorm.experiments.lm_task`).
+threshold (the bigram model's bits per byte, `tfnorm.experiments.tasks.lm`).
 """
 
 from __future__ import annotations
@@ -12,26 +12,7 @@ import math
 
 import numpy as np
 
-from tfnorm.experiments.warmup_report import (
-    _early_label,
-    _legend_label,
-    _plot_early_gradients,
-    _plot_init_gradients,
-    _plot_losses,
-)
-
-PALETTE = [
-    "#d62728",
-    "#ff7f0e",
-    "#9467bd",
-    "#1f77b4",
-    "#2ca02c",
-    "#8c564b",
-    "#e377c2",
-    "#17becf",
-    "#7f7f7f",
-    "#bcbd22",
-]
+from tfnorm.experiments.figures import early_label, legend_label, save_figure
 
 
 def add_lm_columns(rows, runs):
@@ -73,7 +54,7 @@ def markdown_table(rows, task):
         "held-out bits per byte mean (min–max)",
         "ms per step (median)",
         "grad norm at step 0 (mean)",
-        _early_label(rows[0]["steps"]),
+        early_label(rows[0]["steps"]),
         "init grad last/first layer",
     ]
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
@@ -108,7 +89,7 @@ def per_seed_table(runs, task):
         "held-out bits per byte",
         "ms per step",
         "grad norm, step 0",
-        _early_label(runs[0]["steps"]),
+        early_label(runs[0]["steps"]),
     ]
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for run in runs:
@@ -128,22 +109,11 @@ def per_seed_table(runs, task):
 def plot(runs, rows, path, task, smooth=10):
     """Writes the figure: training loss, held-out bits per byte, early
     gradient norms, per-layer gradients at initialisation."""
-    from matplotlib.figure import Figure
 
-    colours = {
-        row["variant"]: PALETTE[index % len(PALETTE)] for index, row in enumerate(rows)
-    }
-    figure = Figure(figsize=(21, 4.6))
-    loss_ax, bits_ax, early_ax, grad_ax = figure.subplots(1, 4)
-    _plot_losses(loss_ax, runs, colours, smooth)
-    _plot_bits(bits_ax, runs, colours, task)
-    _plot_early_gradients(early_ax, runs, colours)
-    _plot_init_gradients(grad_ax, runs, rows, colours)
-    for ax in (loss_ax, bits_ax, early_ax, grad_ax):
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
+    def bits(ax, colours):
+        _plot_bits(ax, runs, colours, task)
+
+    save_figure(path, runs, rows, bits, smooth=smooth, legend_size=7)
 
 
 def _plot_bits(ax, runs, colours, task):
@@ -154,7 +124,7 @@ def _plot_bits(ax, runs, colours, task):
             color=colours[run["variant"]],
             alpha=0.8,
             lw=1.2,
-            label=_legend_label(run, runs),
+            label=legend_label(run, runs),
         )
     sizes = task.sizes
     ax.axhline(

@@ -1,4 +1,4 @@
-"""The tables and the figure of the warm-up experiment (`tfnorm.experiments.warmup`).
+"""The tables and the figure of the warm-up experiment (`tfnorm.experiments.compare_experiment`).
 
 Kept apart from the runs so that the report can be redrawn from
 `results.json` without training anything.
@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import numpy as np
 
+from tfnorm.experiments.figures import (
+    early_label,
+    plot_accuracy,
+    save_figure,
+)
 from tfnorm.experiments.layer_gradients import spread_over_seeds
 
 #: Accuracy that counts as "learned the task" on the reverse task.
 TARGET_ACCURACY = 0.95
-#: The early phase: the largest gradient norm of steps 1 to this is reported
-#: (step 0, at the initial weights, has its own column).
-EARLY_STEPS = 100
 
 
 def summarise(runs, variant_names):
@@ -67,10 +69,6 @@ def over_seeds(runs):
     }
 
 
-def _early_label(steps):
-    return f"max grad norm, steps 1–{min(EARLY_STEPS, max(steps - 1, 1))}"
-
-
 def markdown_table(rows, target=TARGET_ACCURACY):
     """The summary table; without a `target` (mlm) the steps-to-target columns go."""
     reach = (
@@ -85,7 +83,7 @@ def markdown_table(rows, target=TARGET_ACCURACY):
             "final accuracy mean (min–max)",
             "held-out loss",
             "grad norm at step 0 (mean)",
-            _early_label(rows[0]["steps"]),
+            early_label(rows[0]["steps"]),
             "init grad last/first layer",
             "layer grad variance: across layers / over time",
         ]
@@ -134,7 +132,7 @@ def per_seed_table(runs, target=TARGET_ACCURACY):
             "final accuracy",
             "held-out loss",
             "grad norm, step 0",
-            _early_label(runs[0]["steps"]),
+            early_label(runs[0]["steps"]),
         ]
     )
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
@@ -154,122 +152,8 @@ def per_seed_table(runs, target=TARGET_ACCURACY):
 
 def plot(runs, rows, path, smooth=10, chance=None, target=TARGET_ACCURACY):
     """Writes the figure: loss curves, accuracy curves, per-layer gradients at init."""
-    # A bare Figure, not pyplot: the global backend (e.g. a notebook's inline
-    # one) stays as the caller set it.
-    from matplotlib.figure import Figure
 
-    palette = ["#d62728", "#ff7f0e", "#9467bd", "#1f77b4", "#2ca02c", "#8c564b"]
-    colours = {
-        row["variant"]: palette[index % len(palette)] for index, row in enumerate(rows)
-    }
-    figure = Figure(figsize=(21, 4.6))
-    loss_ax, acc_ax, early_ax, grad_ax = figure.subplots(1, 4)
-    _plot_losses(loss_ax, runs, colours, smooth)
-    _plot_accuracy(acc_ax, runs, colours, chance, target)
-    _plot_early_gradients(early_ax, runs, colours)
-    _plot_init_gradients(grad_ax, runs, rows, colours)
-    for ax in (loss_ax, acc_ax, early_ax, grad_ax):
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
+    def accuracy(ax, colours):
+        plot_accuracy(ax, runs, colours, chance, target)
 
-
-def _legend_label(run, runs):
-    # One legend entry per variant: its run with the lowest seed.
-    first_seed = min(r["seed"] for r in runs if r["variant"] == run["variant"])
-    return run["variant"] if run["seed"] == first_seed else None
-
-
-def _plot_losses(ax, runs, colours, smooth):
-    for run in runs:
-        losses = np.asarray(run["losses"])
-        window = max(1, min(smooth, len(losses)))
-        smoothed = np.convolve(losses, np.ones(window) / window, mode="valid")
-        ax.plot(
-            np.arange(window, len(losses) + 1),
-            smoothed,
-            color=colours[run["variant"]],
-            alpha=0.8,
-            lw=1.2,
-            label=_legend_label(run, runs),
-        )
-    ax.set(
-        title="training loss (moving average)", xlabel="step", ylabel="cross-entropy"
-    )
-
-
-def _plot_accuracy(ax, runs, colours, chance, target):
-    for run in runs:
-        ax.plot(
-            run["eval_steps"],
-            run["eval_accuracy"],
-            color=colours[run["variant"]],
-            alpha=0.8,
-            lw=1.2,
-            label=_legend_label(run, runs),
-        )
-    if target is not None:
-        ax.axhline(target, color="grey", ls=":", lw=1)
-    if chance is not None:
-        ax.axhline(chance, color="black", ls="--", lw=0.8, label="chance")
-    ax.set(title="held-out accuracy", xlabel="step", ylabel="accuracy", ylim=(0, 1.02))
-
-
-def _plot_early_gradients(ax, runs, colours):
-    # Steps 1 to EARLY_STEPS: step 0 is at the initial weights, the same for
-    # every variant of a seed, and would only set the scale.
-    for run in runs:
-        norms = np.asarray(run["gradient_norms"][1 : EARLY_STEPS + 1])
-        ax.plot(
-            np.arange(1, len(norms) + 1),
-            norms,
-            color=colours[run["variant"]],
-            alpha=0.7,
-            lw=1,
-            label=_legend_label(run, runs),
-        )
-    ax.set(
-        title=f"global gradient norm, steps 1–{EARLY_STEPS}",
-        xlabel="step",
-        ylabel="gradient norm",
-        yscale="log",
-    )
-
-
-def _plot_init_gradients(ax, runs, rows, colours):
-    import matplotlib.ticker
-
-    # Weights at initialisation do not depend on the warm-up or the rate:
-    # one curve per position, from its first variant.
-    drawn = set()
-    for row in rows:
-        if row["norm_position"] in drawn:
-            continue
-        drawn.add(row["norm_position"])
-        colour = colours[row["variant"]]
-        init = np.asarray(
-            [
-                r["init_layer_gradient_norms"]
-                for r in runs
-                if r["variant"] == row["variant"]
-            ]
-        )
-        layers = np.arange(1, init.shape[1] + 1)
-        for seed_norms in init:
-            ax.plot(layers, seed_norms, color=colour, alpha=0.25, lw=1)
-        ax.plot(
-            layers,
-            init.mean(axis=0),
-            color=colour,
-            marker="o",
-            lw=2,
-            label=f"{row['norm_position']}-LN (mean over seeds)",
-        )
-    ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
-    ax.set(
-        title="FFN gradient norm at initialisation",
-        xlabel="layer",
-        ylabel="gradient norm",
-        yscale="log",
-    )
+    save_figure(path, runs, rows, accuracy, smooth=smooth, legend_size=8)
