@@ -14,6 +14,16 @@ Train it in the background (the container's SSH session, or any shell):
         --data-fn examples/keras_transformer_classifier.py:load_data \\
         --epochs 3 --logdir runs/keras-classifier --log-file runs/keras-classifier.log &
 
+The two layers are registered with Keras and say their arguments in
+`get_config`, as Keras asks of a layer of your own: that is what lets the
+run's closing export be the whole model (`model.keras`, or the SavedModel
+directory `model` on TF 2.9) rather than its weights. To load it in another
+process, run this file first (it registers the layers), then load the model:
+
+    import runpy, tensorflow as tf
+    runpy.run_path("examples/keras_transformer_classifier.py")
+    model = tf.keras.models.load_model("runs/keras-classifier/model.keras")
+
 Copy this file and replace `build_model` and `load_data` with yours.
 """
 
@@ -29,10 +39,19 @@ EMBED_DIM = 32
 NUM_HEADS = 2
 FF_DIM = 64
 
+# Keras finds a saved layer's class by this package and the class's name.
+register = keras.utils.register_keras_serializable(
+    package="keras_transformer_classifier"
+)
 
+
+@register
 class TransformerBlock(layers.Layer):
     def __init__(self, embed_dim, num_heads, ff_dim, rate=0.1, **kwargs):
         super().__init__(**kwargs)
+        self.embed_dim, self.num_heads, self.ff_dim, self.rate = (
+            embed_dim, num_heads, ff_dim, rate
+        )  # fmt: skip
         self.att = layers.MultiHeadAttention(num_heads=num_heads, key_dim=embed_dim)
         self.ffn = keras.Sequential(
             [layers.Dense(ff_dim, activation="relu"), layers.Dense(embed_dim)]
@@ -50,10 +69,23 @@ class TransformerBlock(layers.Layer):
         ffn_output = self.dropout2(ffn_output, training=training)
         return self.layernorm2(out1 + ffn_output)
 
+    def get_config(self):
+        # The arguments of __init__: loading calls it with them.
+        config = super().get_config()
+        config.update(
+            embed_dim=self.embed_dim,
+            num_heads=self.num_heads,
+            ff_dim=self.ff_dim,
+            rate=self.rate,
+        )
+        return config
 
+
+@register
 class TokenAndPositionEmbedding(layers.Layer):
     def __init__(self, maxlen, vocab_size, embed_dim, **kwargs):
         super().__init__(**kwargs)
+        self.maxlen, self.vocab_size, self.embed_dim = maxlen, vocab_size, embed_dim
         self.token_emb = layers.Embedding(input_dim=vocab_size, output_dim=embed_dim)
         self.pos_emb = layers.Embedding(input_dim=maxlen, output_dim=embed_dim)
 
@@ -61,6 +93,13 @@ class TokenAndPositionEmbedding(layers.Layer):
         maxlen = tf.shape(x)[-1]
         positions = tf.range(start=0, limit=maxlen, delta=1)
         return self.token_emb(x) + self.pos_emb(positions)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            maxlen=self.maxlen, vocab_size=self.vocab_size, embed_dim=self.embed_dim
+        )
+        return config
 
 
 def build_model():

@@ -13,6 +13,10 @@ exact resume).
         --data-fn examples/tfnorm_transformer_classifier.py:load_data \\
         --loss sparse_categorical_crossentropy --from-logits --warmup-steps 20 \\
         --epochs 3 --logdir runs/tfnorm-classifier &
+
+Both classes are registered with Keras and give their arguments in
+`get_config`, so the run's export is the whole model; to load it in another
+process, run this file first (as the run's summary.json `export.load` does).
 """
 
 import numpy as np
@@ -29,10 +33,17 @@ D_MODEL = 32
 NUM_HEADS = 2
 BATCH_SIZE = 32
 
+# Keras finds a saved class by this package and the class's name.
+register = keras.utils.register_keras_serializable(
+    package="tfnorm_transformer_classifier"
+)
 
+
+@register
 class PreLNBlock(layers.Layer):
     def __init__(self, d_model, num_heads, dropout=0.1, **kwargs):
         super().__init__(**kwargs)
+        self.d_model, self.num_heads, self.rate = d_model, num_heads, dropout
         self.norm1 = tfnorm.RMSNorm(epsilon=1e-6)
         self.attention = layers.MultiHeadAttention(num_heads, d_model // num_heads)
         self.norm2 = tfnorm.RMSNorm(epsilon=1e-6)
@@ -46,10 +57,18 @@ class PreLNBlock(layers.Layer):
         h = self.ffn2(self.ffn1(self.norm2(x)))
         return x + self.dropout(h, training=training)
 
+    def get_config(self):
+        # The arguments of __init__: loading calls it with them.
+        config = super().get_config()
+        config.update(d_model=self.d_model, num_heads=self.num_heads, dropout=self.rate)
+        return config
 
+
+@register
 class TransformerClassifier(keras.Model):
     def __init__(self, num_blocks=2, num_classes=2, **kwargs):
         super().__init__(**kwargs)
+        self.num_blocks, self.num_classes = num_blocks, num_classes
         self.tokens = layers.Embedding(VOCAB_SIZE, D_MODEL)
         self.positions = layers.Embedding(MAX_LEN, D_MODEL)
         self.blocks = [PreLNBlock(D_MODEL, NUM_HEADS) for _ in range(num_blocks)]
@@ -62,6 +81,11 @@ class TransformerClassifier(keras.Model):
         for block in self.blocks:
             x = block(x, training=training)
         return self.head(self.pool(self.final_norm(x)))
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(num_blocks=self.num_blocks, num_classes=self.num_classes)
+        return config
 
 
 def build_model():

@@ -22,6 +22,7 @@ import ipaddress
 import math
 import os
 import re
+import unicodedata
 
 DOCKER_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORKSPACE_FOLDERS = ("notebooks", "data", "runs")
@@ -93,7 +94,7 @@ class Settings:
         self.jupyter_ip = _address(get("JUPYTER_IP", "0.0.0.0"), "JUPYTER_IP")
         self.jupyter_port = _port(get("JUPYTER_PORT", "8888"), "JUPYTER_PORT")
         self.jupyter_token = get("JUPYTER_TOKEN", "")
-        self.public_url = _printable(
+        self.public_url = _url(
             get("TFNORM_PUBLIC_URL", f"http://127.0.0.1:{self.jupyter_port}"),
             "TFNORM_PUBLIC_URL",
         ).rstrip("/")
@@ -145,6 +146,21 @@ def _printable(value, name):
         raise SystemExit(
             f"{name} must have no new line or other control character (it is "
             f"printed in the log, on the line with the token). Received: {value!r}"
+        )
+    return value
+
+
+def _url(value, name):
+    """`value` if it is one http(s) URL: printed on the line with the token,
+    a space would let free text follow it, and a format character (a
+    right-to-left override) would show the reader another address."""
+    _printable(value, name)
+    hidden = [c for c in value if unicodedata.category(c)[0] in "CZ"]
+    if hidden or not re.match(r"https?://[^/?#]", value):
+        raise SystemExit(
+            f"{name} must be one http:// or https:// URL, without spaces or "
+            "invisible (format) characters such as a right-to-left override "
+            f"(it is printed in the log, on the line with the token). Received: {value!r}"
         )
     return value
 

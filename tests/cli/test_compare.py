@@ -240,6 +240,13 @@ def test_printed_tensorboard_line_runs_in_a_shell_without_the_venv(
             "'lm') only. Received: norms=['rms', 'dyt'] with task='reverse'",
         ),
         (["--task", "lm", "--norms", "batch"], "--norms: `norms` must be a norm"),
+        (
+            ["--task", "lm", "--text-unit", "word"],
+            "--text-unit: `text_unit` chooses the units of task 'mlm' only (lm "
+            "reads bytes, reverse makes symbols). Received: text_unit='word' "
+            "with task='lm'",
+        ),
+        (["--text-unit", "char"], "Received: text_unit='char' with task='reverse'"),
     ],
 )
 def test_settings_that_do_not_apply_to_the_task_are_one_line_errors(

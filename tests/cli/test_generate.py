@@ -133,6 +133,7 @@ def another_runs_export(tmp_path, run_dir):
 
 BAD = [
     ("empty prompt", lambda t, r: [r, ""], r"a prompt is empty"),
+    ("prompt not UTF-8", lambda t, r: [r, "ab\udcff"], r"PROMPT is not UTF-8 text \(byte 3 .*Received: PROMPT=b'ab\\xff'$"),
     ("no prompt", lambda t, r: [r], r"no prompt to continue"),
     ("no such directory", lambda t, r: [str(t / "nowhere"), "x"], r"no such run directory"),
     ("not a language model", not_a_language_model, r"is not the --logdir of a language-model run"),

@@ -71,6 +71,7 @@ BAD = [
     ("not utf-8", lambda t: bad_text(t, b"ok\n\xc3\x28 text"), r"bad\.txt, line 2, byte 3: not UTF-8"),
     ("shorter than a context", lambda t: bad_text(t, b"tiny"), r"shorter than one window of 17 tokens \(a context of --max-len 16"),
     ("no data", lambda t: [], r"--task lm trains on text: give data \(--data\)"),
+    ("val split leaves no window", lambda t: bad_text(t, b"x" * 99) + ["--val-split", "0.9999"], r"bad\.txt: --val-split 0\.9999 holds out 100 of the 100 tokens, .* lower val_split \(--val-split\)\. Received: val_split=0\.9999$"),
     ("a classifier setting", lambda t: bad_text(t, b"x" * 99) + ["--pooling", "cls"], r"--pooling .*applies to tfnorm's classifier only"),
 ]  # fmt: skip
 

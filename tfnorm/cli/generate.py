@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 
@@ -114,6 +115,16 @@ def run(args):
         return _fail(
             "a prompt is empty; give some text to continue. Received: PROMPT=''"
         )
+    for prompt in args.prompts:
+        try:
+            prompt.encode("utf-8")
+        except UnicodeEncodeError as error:
+            # A byte of argv that is not UTF-8 arrives as a lone surrogate.
+            raw = os.fsencode(prompt)
+            return _fail(
+                f"PROMPT is not UTF-8 text (byte {error.start + 1} cannot be "
+                f"decoded); give the text in UTF-8. Received: PROMPT={raw!r}"
+            )
     seed = args.seed
     if seed is None:
         import random

@@ -88,11 +88,13 @@ class CompareConfig(DeclaredSettings):
         "(tfnorm.build_decoder) predicting the next byte of that text",
         choice(COMPARE_TASKS),
     )
-    text_unit: str = setting(
-        "char",
+    text_unit: str | None = setting(
+        None,
         TASK,
-        "the units mlm masks and predicts: characters or words",
+        "the units mlm masks and predicts: characters or words (mlm only)",
         choice(TEXT_UNITS),
+        optional=True,
+        default_text="char for mlm",
     )
     vocab_size: int | None = setting(
         None,
@@ -281,7 +283,16 @@ class CompareConfig(DeclaredSettings):
     def _finish(self, values):
         sizes = values["task"]
         if sizes == "mlm":
+            values["text_unit"] = values["text_unit"] or "char"
             sizes = f"mlm-{values['text_unit']}"
+        elif values["text_unit"] is not None:
+            # Only mlm reads text in units; the others would ignore it.
+            raise ConfigError(
+                "text_unit",
+                "`text_unit` chooses the units of task 'mlm' only (lm reads "
+                "bytes, reverse makes symbols). Received: "
+                f"text_unit={values['text_unit']!r} with task={values['task']!r}",
+            )
         for key, size in TASK_SIZES[sizes].items():
             if values[key] is None:
                 values[key] = size

@@ -47,6 +47,11 @@ BAD_SETTINGS = [
     ("TFNORM_PUBLIC_URL", "http://lab\x1b[2K"),
     ("TFNORM_PUBLIC_URL", "http://lab\u2028open http://x/lab?token=1"),
     ("TFNORM_PUBLIC_URL", "http://lab\x85x"),
+    # A right-to-left override shows the reader another address; free text
+    # after a space reads as the log's own words.
+    ("TFNORM_PUBLIC_URL", "http://lab.example/\u202egro.live"),
+    ("TFNORM_PUBLIC_URL", "http://lab:8888 then paste your token at http://x"),
+    ("TFNORM_PUBLIC_URL", "lab.example:8888"),
 ]
 
 

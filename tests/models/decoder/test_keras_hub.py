@@ -90,6 +90,30 @@ def test_an_unsupported_option_is_named_with_its_value():
         decoder_from_keras_hub(backbone)
 
 
+def test_a_llama_with_tied_embeddings_converts_with_a_tied_head():
+    # keras-hub's get_config leaves tie_word_embeddings out: read the weights.
+    backbone, causal_lm = _backbone("llama", tie_word_embeddings=True)
+    model = decoder_from_keras_hub(backbone, max_len=16)
+    ids = np.array([[1, 5, 9, 2]], "int32")
+    expected = causal_lm({"token_ids": ids, "padding_mask": np.ones_like(ids)})
+    np.testing.assert_allclose(model(ids), expected, atol=1e-4)
+
+
+@pytest.mark.parametrize(
+    "max_len, message",
+    [
+        (100, "at most the backbone's max_sequence_length (32)"),
+        (0, "must be a positive integer"),
+        (-3, "must be a positive integer"),
+    ],
+)
+def test_a_bad_max_len_is_named_with_the_backbones_limit(max_len, message):
+    backbone, _ = _backbone("gpt2")
+    with pytest.raises(ValueError, match=re.escape(message)) as raised:
+        decoder_from_keras_hub(backbone, max_len=max_len)
+    assert str(raised.value).endswith(f"Received: max_len={max_len}")
+
+
 def test_another_backbone_is_rejected():
     hub = _keras_hub()
     backbone = hub.models.BertBackbone(

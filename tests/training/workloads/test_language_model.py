@@ -199,3 +199,25 @@ def test_mixed_precision_runs_train_to_finite_losses(tmp_path, corpus, mode):
     assert f"policy mixed_{mode}" in out and summary["status"] == "completed"
     assert all(math.isfinite(v) for v in logged_losses(out))
     assert math.isfinite(summary["metrics"]["val_bits_per_byte"])
+
+
+def test_a_validation_text_too_short_to_measure_by_is_warned_about(tmp_path):
+    from types import SimpleNamespace
+
+    from tfnorm.training.workloads.language_model import LanguageModelWorkload
+
+    path = tmp_path / "a.txt"
+    path.write_text(corpus_text(3000), encoding="utf-8")
+    lines = []
+    for val_split in (0.006, 0.1):
+        config = SimpleNamespace(data=str(path), max_len=8, val_split=val_split)
+        log = SimpleNamespace(line=lines.append)
+        LanguageModelWorkload(config, log).load(None, has_checkpoint=False)
+    warnings = [line for line in lines if line.startswith("warning:")]
+    # 18 of 3001 tokens held out: 17 predicted bytes; 300 are enough.
+    assert warnings == [
+        "warning: val_split (--val-split) 0.006 holds out 18 byte tokens of the "
+        "text: the validation metrics are over 17 predicted bytes, each moving "
+        "val_accuracy by 5.9%; raise val_split to hold out at least 101 tokens "
+        "for a steadier measure"
+    ]

@@ -8,6 +8,7 @@ is used: the configs (`get_config()`) and the variables' `path`.
 
 from __future__ import annotations
 
+import numbers
 import re
 
 from tfnorm.layers.layer_normalization import LayerNormalization
@@ -81,7 +82,7 @@ def _llama_options(config):
         "rope_max_wavelength": float(config["rope_max_wavelength"]),
         "epsilon": config["layer_norm_epsilon"],
         "dropout_rate": config.get("dropout", 0.0),
-        "tie_embeddings": bool(config.get("tie_word_embeddings", False)),
+        "tie_embeddings": config.get("tie_word_embeddings"),
     }
 
 
@@ -157,7 +158,8 @@ def decoder_from_keras_hub(backbone, max_len=None):
 
     Raises:
         ValueError: naming the option and value tfnorm has no counterpart
-            for (RoPE scaling, sliding windows), or for another backbone.
+            for (RoPE scaling, sliding windows), or for another backbone; a
+            `max_len` below 1, or beyond GPT-2's `max_sequence_length`.
     """
     architecture = _architecture(backbone)
     config = backbone.get_config()
@@ -165,7 +167,14 @@ def decoder_from_keras_hub(backbone, max_len=None):
         options = _llama_options(config)
     else:
         options = _gpt2_options(config)
-    options["max_len"] = max_len or options.get("max_len", 2048)
+    options["max_len"] = _max_len(max_len, options.get("max_len"))
+    if options.get("tie_embeddings", False) is None:
+        # keras-hub's LlamaBackbone leaves tie_word_embeddings out of its
+        # config: an untied head is a weight of its own, a tied one is not.
+        options["tie_embeddings"] = not any(
+            v.path.endswith("token_embedding/reverse_embeddings")
+            for v in backbone.weights
+        )
     model = _build(config, options)
     pairs, missing = _paired_weights(backbone, model)
     for hub_variable, variable in pairs:
@@ -181,6 +190,28 @@ def decoder_from_keras_hub(backbone, max_len=None):
             f"Received: backbone={type(backbone).__name__}"
         )
     return model
+
+
+def _max_len(max_len, table):
+    """`max_len` checked: a positive int, within a position table of
+    `table` rows (GPT-2's; None for RoPE, which has none)."""
+    if max_len is None:
+        return table or 2048
+    if (
+        isinstance(max_len, bool)
+        or not isinstance(max_len, numbers.Integral)
+        or max_len < 1
+    ):
+        raise ValueError(
+            f"`max_len` must be a positive integer. Received: max_len={max_len!r}"
+        )
+    if table is not None and max_len > table:
+        raise ValueError(
+            f"`max_len` must be at most the backbone's max_sequence_length "
+            f"({table}): its position embedding has no row beyond it. "
+            f"Received: max_len={max_len}"
+        )
+    return max_len
 
 
 def _build(config, options):

@@ -168,6 +168,16 @@ def read_corpus(data, max_len, val_split=0.0):
     train = TokenWindows(stream[: len(stream) - held_out], max_len)
     val = TokenWindows(stream[len(stream) - held_out :], max_len) if held_out else None
     source = files[0] if len(files) == 1 else f"{len(files)} files"
+    if not len(train) and held_out and len(TokenWindows(stream, max_len)):
+        # The text has a window: the share held out left too little of it.
+        raise DataError(
+            f"{source}: {setting_key('val_split', val_split)} holds out "
+            f"{held_out} of the {len(stream)} tokens, leaving "
+            f"{len(train.tokens)} to train on, shorter than one window of "
+            f"{max_len + 1} tokens (a context of max_len {max_len} and the "
+            f"token after it); lower {setting_key('val_split')}. "
+            f"Received: val_split={val_split}"
+        )
     if not len(train):
         raise DataError(
             f"{source}: the training text is {len(train.tokens)} tokens (bytes, "
@@ -194,3 +204,23 @@ def read_corpus(data, max_len, val_split=0.0):
         "val_split": float(val_split or 0.0),
     }
     return Corpus(train, val, list(files), sha256, report)
+
+
+#: Fewer predicted validation tokens than this and one token moves the
+#: validation accuracy by more than a point.
+FEW_VAL_PREDICTIONS = 100
+
+
+def small_validation_warning(report):
+    """A warning line when the validation text held out by `val_split` is
+    too short to measure the model by, else None."""
+    predicted = report["val_tokens"] - 1
+    if not report["val_tokens"] or predicted >= FEW_VAL_PREDICTIONS:
+        return None
+    return (
+        f"warning: val_split (--val-split) {report['val_split']:g} holds out "
+        f"{report['val_tokens']} byte tokens of the text: the validation "
+        f"metrics are over {predicted} predicted bytes, each moving "
+        f"val_accuracy by {1 / max(predicted, 1):.1%}; raise val_split to hold "
+        f"out at least {FEW_VAL_PREDICTIONS + 1} tokens for a steadier measure"
+    )

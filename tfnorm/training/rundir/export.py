@@ -81,7 +81,7 @@ class Export:
         )
 
 
-def export_model(model, directory, probe_inputs=None, rebuild=None):
+def export_model(model, directory, probe_inputs=None, rebuild=None, imports=None):
     """Exports `model` to `directory`, checked by loading it back.
 
     Args:
@@ -91,6 +91,9 @@ def export_model(model, directory, probe_inputs=None, rebuild=None):
             must give the same outputs on it. None checks only the reload.
         rebuild: a line of Python that builds the model again as `model`
             (for the weights); None names no way to rebuild it.
+        imports: a line of Python that registers the model's own classes
+            with Keras (imports their module), run before loading the whole
+            model; None when tfnorm's classes are all it holds.
 
     Returns:
         An `Export`.
@@ -123,7 +126,10 @@ def export_model(model, directory, probe_inputs=None, rebuild=None):
             _move_into_place(temporary, final)
             _remove(weights)  # an earlier export's, now out of date
             return Export(
-                "model", final, _load_model_line(final), sha256=fingerprints(final)
+                "model",
+                final,
+                _load_model_line(final, imports),
+                sha256=fingerprints(final),
             )
     finally:
         _remove(temporary)
@@ -203,6 +209,16 @@ def register_tfnorm_objects():
     import tfnorm.optim.schedules  # noqa: F401
 
 
+#: What a model of the user's own needs to be exported whole, said after
+#: the reason it was not.
+OWN_CLASSES_ADVICE = (
+    "to export it whole, register each layer and model class of your own "
+    "with `@keras.utils.register_keras_serializable()` and give it a "
+    "`get_config()` returning its __init__ arguments, as "
+    "examples/keras_transformer_classifier.py does"
+)
+
+
 def own_model_rebuild(model_spec, probe_inputs):
     """A line of Python building the model of `model_spec` (`MODULE:FUNCTION`
     or `path/file.py:FUNCTION`) and creating its weights on zeros shaped as
@@ -213,6 +229,15 @@ def own_model_rebuild(model_spec, probe_inputs):
     else:
         call = f"from {module} import {function} as model_fn; model = model_fn()"
     return f"import numpy as np; {call}; model({_zeros_code(probe_inputs)}, training=False)"
+
+
+def own_model_imports(model_spec):
+    """A line of Python running the module of `model_spec`, so that the
+    classes it registers with Keras are known when its export is loaded."""
+    module = str(model_spec).rpartition(":")[0]
+    if module.endswith(".py"):
+        return f"import runpy; runpy.run_path({os.path.abspath(module)!r})"
+    return f"import {module}"
 
 
 # ------------------------------------------------------------------ helpers
@@ -254,9 +279,10 @@ def _remove(path):
         os.remove(path)
 
 
-def _load_model_line(path):
+def _load_model_line(path, imports=None):
+    before = f"{imports}; " if imports else ""
     return (
-        "import tensorflow as tf, tfnorm; "
+        f"import tensorflow as tf, tfnorm; {before}"
         f"model = tf.keras.models.load_model({os.path.abspath(path)!r})"
     )
 
@@ -296,4 +322,32 @@ def _zeros_code(inputs):
 
 
 def _gist(error):
-    return f"{type(error).__name__}: {' '.join(str(error).split())[:200]}"
+    """`error`'s type and whole message on one line: Keras's reason is kept
+    entire (it names the class that is missing, and what to add), only the
+    configs Keras 3 quotes around it are shortened to `{...}`."""
+    return f"{type(error).__name__}: {_without_configs(' '.join(str(error).split()))}"
+
+
+_CONFIG = re.compile(r"(config=|Full object config: )\{")
+
+
+def _without_configs(text):
+    """`text` with each quoted config (`config={...}`, brackets matched,
+    quoted strings skipped) written as `{...}`."""
+    parts, start = [], 0
+    for match in _CONFIG.finditer(text):
+        if match.start() < start:
+            continue  # inside a config already shortened
+        end, depth, quote = match.end(), 1, None
+        while end < len(text) and depth:
+            char = text[end]
+            if quote:
+                quote = None if char == quote else quote
+            elif char in "'\"":
+                quote = char
+            else:
+                depth += {"{": 1, "}": -1}.get(char, 0)
+            end += 1
+        parts += [text[start : match.end() - 1], "{...}"]
+        start = end
+    return "".join(parts + [text[start:]])

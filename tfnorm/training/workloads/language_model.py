@@ -87,6 +87,9 @@ class LanguageModelWorkload(Workload):
             f"{report['val_split']:.0%} of the text)"
             + _baseline(report["val_unigram_bits_per_byte"])
         )
+        warning = byte_text.small_validation_warning(report)
+        if warning:
+            self.log.line(warning)
         self.data_summary = {
             "source": self.source,
             "train_examples": len(self.corpus.train),

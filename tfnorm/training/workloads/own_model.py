@@ -339,7 +339,13 @@ class OwnModelWorkload(Workload):
         """The saved model, checked by reloading it, or its weights with the
         line that rebuilds it with `model_fn` (see `export.export_model`)."""
         rebuild = export.own_model_rebuild(self.model_spec, self.probe_batch)
-        return export.export_model(model, directory, self.probe_batch, rebuild)
+        imports = export.own_model_imports(self.model_spec)
+        result = export.export_model(
+            model, directory, self.probe_batch, rebuild, imports
+        )
+        if result.kind == "weights":
+            result.reason = f"{result.reason}; {export.OWN_CLASSES_ADVICE}"
+        return result
 
 
 def _run(model, probe, what, call=None):
