@@ -33,7 +33,10 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 VOCAB = 300
 SEED = 45
 BATCH = np.array(
-    [[5, 17, 42, 99, 7, 250, 3, 64, 128, 11, 200, 31], [9, 8, 77, 140, 2, 0, 0, 0, 0, 0, 0, 0]]
+    [
+        [5, 17, 42, 99, 7, 250, 3, 64, 128, 11, 200, 31],
+        [9, 8, 77, 140, 2, 0, 0, 0, 0, 0, 0, 0],
+    ]
 )
 MASK = np.array([[1] * 12, [1] * 5 + [0] * 7])
 PROMPT = np.array([[12, 99, 4, 230, 57, 6], [40, 41, 42, 43, 44, 45]])
@@ -97,7 +100,9 @@ def decoders_to_make():
         ),
         "qwen2": (transformers.Qwen2Config(**SMALL, num_key_value_heads=2), {}),
         "mistral": (
-            transformers.MistralConfig(**SMALL, num_key_value_heads=2, sliding_window=None),
+            transformers.MistralConfig(
+                **SMALL, num_key_value_heads=2, sliding_window=None
+            ),
             {},
         ),
         "gpt2": (
@@ -112,8 +117,14 @@ def decoders_to_make():
             ),
             {},
         ),
-        "llama_bf16": (llama(**SMALL, num_key_value_heads=2), {"dtype": torch.bfloat16}),
-        "llama_sharded": (llama(**SMALL, num_key_value_heads=2), {"max_shard_size": "40KB"}),
+        "llama_bf16": (
+            llama(**SMALL, num_key_value_heads=2),
+            {"dtype": torch.bfloat16},
+        ),
+        "llama_sharded": (
+            llama(**SMALL, num_key_value_heads=2),
+            {"max_shard_size": "40KB"},
+        ),
     }
 
 
@@ -129,7 +140,9 @@ def randomise(model, generator):
 
 def make_decoder(name, config, options, out):
     torch.manual_seed(SEED)
-    model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="eager")
+    model = transformers.AutoModelForCausalLM.from_config(
+        config, attn_implementation="eager"
+    )
     randomise(model, torch.Generator().manual_seed(SEED))
     model.eval()
     folder = os.path.join(out, name)

@@ -113,7 +113,9 @@ class HFConfig:
             with open(path, encoding="utf-8") as handle:
                 values = json.load(handle)
         except OSError as error:
-            raise CheckpointError(f"{path}: cannot read the file ({error.strerror}).")
+            raise CheckpointError(
+                f"{path}: cannot read the file ({error.strerror})."
+            ) from None
         except ValueError as error:
             raise CheckpointError(f"{path}: not valid JSON ({error}).") from None
         if not isinstance(values, dict):

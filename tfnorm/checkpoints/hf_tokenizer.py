@@ -107,8 +107,10 @@ class HFTokenizer(Tokenizer):
             if found is not None:
                 kept[f"{kind}_token"] = text
             for source in fallbacks:
-                found = found if found is not None else _first_id(
-                    source.get(f"{kind}_token_id")
+                found = (
+                    found
+                    if found is not None
+                    else _first_id(source.get(f"{kind}_token_id"))
                 )
             ids[f"{kind}_id"] = found
         return cls(tokenizer, special_tokens=kept, **ids)

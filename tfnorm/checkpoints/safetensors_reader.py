@@ -59,7 +59,9 @@ def _header(path):
                 )
             raw = handle.read(length)
     except OSError as error:
-        raise CheckpointError(f"{path}: cannot read the file ({error.strerror}).")
+        raise CheckpointError(
+            f"{path}: cannot read the file ({error.strerror})."
+        ) from None
     try:
         header = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError):
@@ -77,7 +79,11 @@ def _header(path):
 
 def _check_entry(path, key, entry, data_size):
     try:
-        dtype, shape, (start, end) = entry["dtype"], entry["shape"], entry["data_offsets"]
+        dtype, shape, (start, end) = (
+            entry["dtype"],
+            entry["shape"],
+            entry["data_offsets"],
+        )
         count = int(np.prod(shape, dtype=np.int64))
         itemsize = np.dtype(_DTYPES[dtype]).itemsize
     except (KeyError, TypeError, ValueError):
