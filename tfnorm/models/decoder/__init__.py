@@ -11,6 +11,7 @@ from __future__ import annotations
 from tfnorm.models.decoder.block import TransformerDecoderBlock
 from tfnorm.models.decoder.builders import build_decoder, decoder_layer
 from tfnorm.models.decoder.embeddings import PositionEmbedding, TokenEmbedding
+from tfnorm.models.decoder.hf import decoder_from_hf
 from tfnorm.models.decoder.keras_hub import decoder_from_keras_hub, decoder_to_keras_hub
 from tfnorm.models.decoder.model import DecoderModel
 from tfnorm.models.decoder.presets import DECODER_PRESETS
@@ -22,6 +23,7 @@ __all__ = [
     "TokenEmbedding",
     "TransformerDecoderBlock",
     "build_decoder",
+    "decoder_from_hf",
     "decoder_from_keras_hub",
     "decoder_to_keras_hub",
     "decoder_layer",
