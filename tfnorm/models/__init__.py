@@ -14,6 +14,7 @@ from tfnorm.models.decoder import (
     decoder_from_hf,
     decoder_from_keras_hub,
     decoder_layer,
+    decoder_to_hf,
     decoder_to_keras_hub,
 )
 from tfnorm.models.encoder import (
@@ -43,6 +44,7 @@ __all__ = [
     "decoder_from_keras_hub",
     "decoder_to_keras_hub",
     "decoder_layer",
+    "decoder_to_hf",
     "EncoderModel",
     "MaskedSequenceModel",
     "MatrixInitializer",

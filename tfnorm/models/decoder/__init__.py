@@ -12,6 +12,7 @@ from tfnorm.models.decoder.block import TransformerDecoderBlock
 from tfnorm.models.decoder.builders import build_decoder, decoder_layer
 from tfnorm.models.decoder.embeddings import PositionEmbedding, TokenEmbedding
 from tfnorm.models.decoder.hf import decoder_from_hf
+from tfnorm.models.decoder.hf_export import decoder_to_hf
 from tfnorm.models.decoder.keras_hub import decoder_from_keras_hub, decoder_to_keras_hub
 from tfnorm.models.decoder.model import DecoderModel
 from tfnorm.models.decoder.presets import DECODER_PRESETS
@@ -27,4 +28,5 @@ __all__ = [
     "decoder_from_keras_hub",
     "decoder_to_keras_hub",
     "decoder_layer",
+    "decoder_to_hf",
 ]

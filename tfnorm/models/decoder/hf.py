@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import os
 
-import numpy as np
-
 from tfnorm._keras import global_policy_name, set_global_policy
 from tfnorm.checkpoints import CheckpointError, HFConfig, SafetensorsReader
 from tfnorm.models.decoder.builders import build_decoder
@@ -158,7 +156,9 @@ def _options(config, max_len):
 
 
 def _prefix(reader, family):
-    first = "transformer.wte.weight" if family == "gpt2" else "model.embed_tokens.weight"
+    first = (
+        "transformer.wte.weight" if family == "gpt2" else "model.embed_tokens.weight"
+    )
     if first in reader:
         return first.split(".")[0] + "."
     return ""
@@ -195,7 +195,9 @@ def _copy_in(model, reader, family, source):
     places = tensor_places(model, family, _prefix(reader, family))
     used = set()
     for place in places:
-        tensor = reader.get(place.key, shape=place.shape, reason=f"{source}/config.json")
+        tensor = reader.get(
+            place.key, shape=place.shape, reason=f"{source}/config.json"
+        )
         place.variable.assign(to_variable(place, tensor))
         used.add(place.key)
     for key in reader.keys():

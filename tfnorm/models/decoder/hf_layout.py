@@ -45,7 +45,13 @@ def _llama_places(model, prefix):
     embedding = model.get_layer("token_embedding")
     vocab, d = embedding.vocab_size, embedding.d_model
     places.append(
-        Place(prefix + "embed_tokens.weight", (vocab, d), embedding.embeddings, False, None)
+        Place(
+            prefix + "embed_tokens.weight",
+            (vocab, d),
+            embedding.embeddings,
+            False,
+            None,
+        )
     )
     for index, block in enumerate(model.blocks):
         key = f"{prefix}layers.{index}."
@@ -76,9 +82,17 @@ def _gpt2_places(model, prefix):
     embedding = model.get_layer("token_embedding")
     positions = model.get_layer("position_embedding")
     vocab, d = embedding.vocab_size, embedding.d_model
-    places.append(Place(prefix + "wte.weight", (vocab, d), embedding.embeddings, False, None))
     places.append(
-        Place(prefix + "wpe.weight", (positions.max_len, d), positions.embeddings, False, None)
+        Place(prefix + "wte.weight", (vocab, d), embedding.embeddings, False, None)
+    )
+    places.append(
+        Place(
+            prefix + "wpe.weight",
+            (positions.max_len, d),
+            positions.embeddings,
+            False,
+            None,
+        )
     )
     for index, block in enumerate(model.blocks):
         key = f"{prefix}h.{index}."
@@ -86,15 +100,23 @@ def _gpt2_places(model, prefix):
         _norm(places, key + "ln_2", block.ffn_norm, d)
         for number, layer in enumerate((block.query, block.key, block.value)):
             part = slice(number * d, (number + 1) * d)
-            places.append(Place(key + "attn.c_attn.weight", (d, 3 * d), layer.kernel, False, part))
-            places.append(Place(key + "attn.c_attn.bias", (3 * d,), layer.bias, False, part))
+            places.append(
+                Place(key + "attn.c_attn.weight", (d, 3 * d), layer.kernel, False, part)
+            )
+            places.append(
+                Place(key + "attn.c_attn.bias", (3 * d,), layer.bias, False, part)
+            )
         for name, layer, shape in (
             ("attn.c_proj", block.attention_output, (d, d)),
             ("mlp.c_fc", block.ffn_inner, (d, block.dff)),
             ("mlp.c_proj", block.ffn_output, (block.dff, d)),
         ):
-            places.append(Place(key + name + ".weight", shape, layer.kernel, False, None))
-            places.append(Place(key + name + ".bias", (shape[1],), layer.bias, False, None))
+            places.append(
+                Place(key + name + ".weight", shape, layer.kernel, False, None)
+            )
+            places.append(
+                Place(key + name + ".bias", (shape[1],), layer.bias, False, None)
+            )
     _norm(places, prefix + "ln_f", model.get_layer("final_norm"), d)
     return places
 

@@ -55,7 +55,11 @@ def check_rope(rope_max_wavelength, d_model, num_heads):
 ROPE_SCALINGS = {
     "linear": (),
     "dynamic": ("original_max_position_embeddings",),
-    "llama3": ("low_freq_factor", "high_freq_factor", "original_max_position_embeddings"),
+    "llama3": (
+        "low_freq_factor",
+        "high_freq_factor",
+        "original_max_position_embeddings",
+    ),
 }
 
 
@@ -85,7 +89,11 @@ def check_rope_scaling(rope_scaling, rope_max_wavelength):
         )
     checked = {"rope_type": kind}
     for key in needed:
-        checked[key] = check_number(f"rope_scaling.{key}", rope_scaling[key], above=0.0)
+        name, value = f"rope_scaling.{key}", rope_scaling[key]
+        if key == "original_max_position_embeddings":
+            checked[key] = check_positive_int(name, value)
+        else:
+            checked[key] = check_number(name, value, above=0.0)
     if kind == "llama3" and checked["high_freq_factor"] <= checked["low_freq_factor"]:
         raise ValueError(
             "`rope_scaling.high_freq_factor` must exceed `low_freq_factor`. "
