@@ -48,7 +48,8 @@ def _model(layout):
     # Norm gains and biases away from 1 and 0, so a misplaced one shows.
     rng = np.random.default_rng(0)
     for variable in model.weights:
-        if "norm" in variable.path or "bias" in variable.path:
+        name = getattr(variable, "path", variable.name)  # Keras 2: name
+        if "norm" in name or "bias" in name:
             variable.assign(rng.uniform(0.5, 1.5, variable.shape).astype("float32"))
     return model
 
