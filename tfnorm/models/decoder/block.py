@@ -366,7 +366,10 @@ class TransformerDecoderBlock(Layer):
                     self.kernel_initializer
                 ),
                 "num_layers_total": self.num_layers_total,
-                "rope_scaling": self.rope_scaling,
+                # Keras 2 wraps a dict attribute (DictWrapper): a plain one.
+                "rope_scaling": (
+                    None if self.rope_scaling is None else dict(self.rope_scaling)
+                ),
                 "attention_bias": self.attention_bias,
                 "ffn_bias": self.ffn_bias,
             }
