@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
 PYTEST_ARGS ?= -x -q
 
-.PHONY: venv test test-container test-slow test-legacy test-tf29 test-compat lint format bench bench-keras3 bench-tf29 demo demo-lm system-deps clean
+.PHONY: hf-reference hf-fixtures venv test test-container test-slow test-legacy test-tf29 test-compat lint format bench bench-keras3 bench-tf29 demo demo-lm system-deps clean
 
 # tf-keras (the legacy runtime) and keras-hub (bench/encoder.py and the
 # keras-hub tests of tests/models and tests/callbacks) are installed with
@@ -25,6 +25,28 @@ $(INSTALLED): setup.cfg pyproject.toml tools/constraints.txt tools/pip_check.py
 	touch $(INSTALLED)
 
 venv: $(INSTALLED)
+
+# The Hugging Face reference stack, in a venv of its own (never the
+# TensorFlow venv, never the user-facing install): CPU PyTorch (2.13.0 is the
+# CPU build this machine serves; a newer unpinned one would be a CUDA build
+# of several GB), transformers, safetensors, tokenizers. It makes
+# tests/data/hf (`make hf-fixtures`), and the tests that run transformers live
+# (tests/models/decoder/test_hf.py, ...) use it when it exists, skipping
+# otherwise.
+HF_VENV ?= .venv-hf
+HF_TORCH ?= torch==2.13.0
+$(HF_VENV)/.installed: Makefile
+	$(PYTHON) -m venv $(HF_VENV)
+	$(HF_VENV)/bin/python -m pip install -q --upgrade pip
+	$(HF_VENV)/bin/python -m pip install -q "$(HF_TORCH)"
+	$(HF_VENV)/bin/python -m pip install -q "$(HF_TORCH)" transformers safetensors tokenizers numpy
+	touch $(HF_VENV)/.installed
+
+hf-reference: $(HF_VENV)/.installed
+
+# Rewrites tests/data/hf (tiny random checkpoints and their outputs).
+hf-fixtures: hf-reference
+	$(HF_VENV)/bin/python tools/make_hf_fixtures.py --out tests/data/hf
 
 # Debian packages some tests need (sshd, debootstrap, ...); needs root.
 system-deps:

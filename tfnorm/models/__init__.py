@@ -11,8 +11,10 @@ from tfnorm.models.decoder import (
     TokenEmbedding,
     TransformerDecoderBlock,
     build_decoder,
+    decoder_from_hf,
     decoder_from_keras_hub,
     decoder_layer,
+    decoder_to_hf,
     decoder_to_keras_hub,
 )
 from tfnorm.models.encoder import (
@@ -38,9 +40,11 @@ __all__ = [
     "TokenEmbedding",
     "TransformerDecoderBlock",
     "build_decoder",
+    "decoder_from_hf",
     "decoder_from_keras_hub",
     "decoder_to_keras_hub",
     "decoder_layer",
+    "decoder_to_hf",
     "EncoderModel",
     "MaskedSequenceModel",
     "MatrixInitializer",

@@ -43,3 +43,32 @@ def test_multi_head_attention_runs_as_batched_matmuls():
     types = gradient_op_types(lambda *t: grouped_attention(*t, mask), q, k, v)
     assert "Einsum" not in types
     assert "BatchMatMulV2" in types or "BatchMatMulV3" in types
+
+
+def test_rope_scaling_stretches_the_slow_frequencies():
+    from tfnorm.models.decoder.attention import rope_inverse_frequencies
+
+    plain = np.asarray(rope_inverse_frequencies(8, 10000.0))
+    linear = rope_inverse_frequencies(
+        8, 10000.0, {"rope_type": "linear", "factor": 4.0}
+    )
+    np.testing.assert_allclose(np.asarray(linear), plain / 4.0, rtol=1e-6)
+    llama3 = {
+        "rope_type": "llama3",
+        "factor": 8.0,
+        "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 64,
+    }
+    scaled = np.asarray(rope_inverse_frequencies(8, 10000.0, llama3))
+    # Wavelength 2*pi < 64/4 stays; 6283 > 64/1 is divided by the factor.
+    assert scaled[0] == plain[0] and np.isclose(scaled[-1], plain[-1] / 8.0)
+    dynamic = {
+        "rope_type": "dynamic",
+        "factor": 2.0,
+        "original_max_position_embeddings": 8,
+    }
+    short = rope_inverse_frequencies(8, 10000.0, dynamic, np.arange(8))
+    long = rope_inverse_frequencies(8, 10000.0, dynamic, np.arange(12))
+    np.testing.assert_allclose(np.asarray(short), plain, rtol=1e-6)
+    assert np.asarray(long)[-1] < plain[-1]

@@ -401,3 +401,44 @@ def test_feed_forward_choices_are_distinct():
         for j in range(i + 1, len(outputs)):
             assert not np.allclose(outputs[i], outputs[j], atol=1e-4)
     assert RUNTIME in ("keras3", "legacy", "tf29")
+
+
+def test_rope_scaling_and_bias_options_serialise_and_default_off():
+    plain = tfnorm.TransformerDecoderBlock(16, 4, 32)
+    config = plain.get_config()
+    assert (config["rope_scaling"], config["attention_bias"], config["ffn_bias"]) == (
+        None,
+        None,
+        None,
+    )
+    scaling = {"rope_type": "linear", "factor": 2.0}
+    block = tfnorm.TransformerDecoderBlock(
+        16, 4, 32, rope_scaling=scaling, attention_bias="qkv", ffn_bias=False
+    )
+    block(np.zeros((1, 3, 16), "float32"))
+    assert block.query.bias is not None and block.attention_output.bias is None
+    assert block.ffn_inner.bias is None
+    again = tfnorm.TransformerDecoderBlock.from_config(block.get_config())
+    assert again.rope_scaling == scaling and again.attention_bias == "qkv"
+
+
+@pytest.mark.parametrize(
+    "options, named",
+    [
+        (dict(rope_scaling={"rope_type": "yarn", "factor": 2.0}), "rope_scaling="),
+        (dict(rope_scaling={"rope_type": "linear"}), "rope_scaling="),
+        (
+            dict(
+                rope_scaling={"rope_type": "linear", "factor": 2.0},
+                rope_max_wavelength=None,
+            ),
+            "rope_max_wavelength=None",
+        ),
+        (dict(attention_bias="qk"), "attention_bias='qk'"),
+        (dict(ffn_bias="yes"), "ffn_bias='yes'"),
+    ],
+)
+def test_bad_rope_scaling_and_bias_options_are_named(options, named):
+    with pytest.raises(ValueError) as error:
+        tfnorm.TransformerDecoderBlock(16, 4, 32, **options)
+    assert named in str(error.value)

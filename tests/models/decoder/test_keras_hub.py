@@ -184,6 +184,12 @@ def test_to_keras_hub_gives_the_decoders_logits_and_greedy_tokens(preset, option
         ("gpt2", {"epsilon": 1e-6}, "epsilon=1e-06"),
         ("gpt2", {"tie_embeddings": False}, "lm_head='present'"),
         ("gpt2", {"num_kv_heads": 2}, "num_kv_heads=2"),
+        (
+            "llama",
+            {"rope_scaling": {"rope_type": "linear", "factor": 2.0}},
+            "rope_scaling={'rope_type': 'linear', 'factor': 2.0}",
+        ),
+        ("llama", {"attention_bias": "qkv"}, "attention_bias='qkv'"),
     ],
 )
 def test_to_keras_hub_names_the_option_keras_hub_lacks(preset, options, named):

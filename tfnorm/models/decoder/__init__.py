@@ -11,6 +11,8 @@ from __future__ import annotations
 from tfnorm.models.decoder.block import TransformerDecoderBlock
 from tfnorm.models.decoder.builders import build_decoder, decoder_layer
 from tfnorm.models.decoder.embeddings import PositionEmbedding, TokenEmbedding
+from tfnorm.models.decoder.hf import decoder_from_hf
+from tfnorm.models.decoder.hf_export import decoder_to_hf
 from tfnorm.models.decoder.keras_hub import decoder_from_keras_hub, decoder_to_keras_hub
 from tfnorm.models.decoder.model import DecoderModel
 from tfnorm.models.decoder.presets import DECODER_PRESETS
@@ -22,7 +24,9 @@ __all__ = [
     "TokenEmbedding",
     "TransformerDecoderBlock",
     "build_decoder",
+    "decoder_from_hf",
     "decoder_from_keras_hub",
     "decoder_to_keras_hub",
     "decoder_layer",
+    "decoder_to_hf",
 ]

@@ -8,6 +8,8 @@ value heads, `g = n // k` query heads per key head and `h` the head width.
 
 from __future__ import annotations
 
+import math
+
 from tfnorm._keras import tf
 
 #: Added to the scores of keys a query must not see. Large enough that
@@ -15,7 +17,56 @@ from tfnorm._keras import tf
 _MASKED_SCORE = -1e9
 
 
-def rotary_embedding(x, positions, max_wavelength):
+def rope_inverse_frequencies(head_dim, max_wavelength, scaling=None, positions=None):
+    """The `head_dim / 2` float32 angular speeds of RoPE, with `scaling` applied.
+
+    Plain RoPE turns feature pair `i` at `max_wavelength ** (-2i / h)`
+    radians per position. `scaling` (a dict, see `check_rope_scaling`)
+    stretches them for contexts longer than the pretraining one, as Hugging
+    Face's Llama family does:
+
+    ```
+    "linear"   every speed / factor
+    "dynamic"  the base grows with the length L = max(positions) + 1 beyond
+               the original context C:
+               base * (factor * L / C - (factor - 1)) ** (h / (h - 2))
+    "llama3"   speeds of wavelength > C / low_freq_factor / factor, those
+               < C / high_freq_factor kept, those between interpolated
+    ```
+    """
+    half = head_dim // 2
+    exponents = tf.range(half, dtype=tf.float32) * (2.0 / head_dim)
+    base = tf.constant(float(max_wavelength))
+    kind = scaling["rope_type"] if scaling else None
+    if kind == "dynamic":
+        original = float(scaling["original_max_position_embeddings"])
+        factor = float(scaling["factor"])
+        length = tf.cast(tf.reduce_max(positions) + 1, tf.float32)
+        grown = base * (factor * length / original - (factor - 1.0)) ** (
+            head_dim / (head_dim - 2.0)
+        )
+        base = tf.where(length > original, grown, base)
+    inverse = tf.pow(base, -exponents)
+    if kind == "linear":
+        inverse = inverse / float(scaling["factor"])
+    elif kind == "llama3":
+        inverse = _llama3_frequencies(inverse, scaling)
+    return inverse
+
+
+def _llama3_frequencies(inverse, scaling):
+    factor = float(scaling["factor"])
+    low, high = float(scaling["low_freq_factor"]), float(scaling["high_freq_factor"])
+    context = float(scaling["original_max_position_embeddings"])
+    wavelength = 2.0 * math.pi / inverse
+    slow = wavelength > context / low
+    fast = wavelength < context / high
+    smooth = (context / wavelength - low) / (high - low)
+    between = (1.0 - smooth) * inverse / factor + smooth * inverse
+    return tf.where(slow, inverse / factor, tf.where(fast, inverse, between))
+
+
+def rotary_embedding(x, positions, max_wavelength, scaling=None):
     """Rotates pairs of features of `x` by angles that grow with position.
 
     `x` is `(b, t, heads, h)` with an even `h`; feature `i` of the first
@@ -33,11 +84,12 @@ def rotary_embedding(x, positions, max_wavelength):
         x: float tensor `(b, t, heads, h)`.
         positions: int or float tensor `(t,)`, the absolute positions.
         max_wavelength: float, the longest wavelength (10000 in LLaMA).
+        scaling: dict or None, RoPE scaling (`rope_inverse_frequencies`).
     """
     head_dim = x.shape[-1]
-    half = head_dim // 2
-    exponents = tf.range(half, dtype=tf.float32) * (2.0 / head_dim)
-    inverse_frequency = tf.pow(tf.constant(float(max_wavelength)), -exponents)
+    inverse_frequency = rope_inverse_frequencies(
+        head_dim, max_wavelength, scaling, positions
+    )
     angles = tf.cast(positions, tf.float32)[:, tf.newaxis] * inverse_frequency
     # Both halves turn by the same angles: y = x * cos + rotate_half(x) * sin
     # with rotate_half(x) = [-x2, x1] is the formula above to the bit (a

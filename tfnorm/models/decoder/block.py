@@ -35,9 +35,11 @@ from tfnorm.models.decoder.options import (
     ACTIVATIONS,
     FEED_FORWARDS,
     KERNELS,
+    check_attention_bias,
     check_bool,
     check_num_kv_heads,
     check_rope,
+    check_rope_scaling,
     dense,
     projection,
 )
@@ -127,6 +129,19 @@ class TransformerDecoderBlock(Layer):
             `seed + i`. Defaults to `"glorot_uniform"`.
         num_layers_total: int or None, the stack's depth; required by
             `"deepnorm"`. Defaults to `None`.
+        rope_scaling: dict or None, RoPE scaling for contexts longer than
+            pretraining, as Hugging Face's Llama family: `{"rope_type":
+            "linear", "factor": f}`, `"dynamic"` (plus
+            `original_max_position_embeddings`) or `"llama3"` (plus
+            `low_freq_factor`, `high_freq_factor`,
+            `original_max_position_embeddings`); see
+            `causal_attention.rope_inverse_frequencies`. Defaults to `None`.
+        attention_bias: None, bool or `"qkv"`, biases of the attention
+            projections: None follows `use_bias`, `"qkv"` gives the query,
+            key and value projections biases but not the output (Qwen2).
+            Defaults to `None`.
+        ffn_bias: None or bool, biases of the feed-forward layers; None
+            follows `use_bias`. Defaults to `None`.
         **kwargs: base layer arguments (`name`, `dtype`, `trainable`).
 
     References:
@@ -157,6 +172,9 @@ class TransformerDecoderBlock(Layer):
         attention_dropout=None,
         kernel_initializer="glorot_uniform",
         num_layers_total=None,
+        rope_scaling=None,
+        attention_bias=None,
+        ffn_bias=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -170,6 +188,9 @@ class TransformerDecoderBlock(Layer):
         )
         self.feed_forward = check_choice("feed_forward", feed_forward, FEED_FORWARDS)
         self.use_bias = check_bool("use_bias", use_bias)
+        self.rope_scaling = check_rope_scaling(rope_scaling, self.rope_max_wavelength)
+        self.attention_bias = check_attention_bias(attention_bias)
+        self.ffn_bias = None if ffn_bias is None else check_bool("ffn_bias", ffn_bias)
         self.dropout_rate = check_rate("dropout_rate", dropout_rate)
         self.attention_dropout = optional_rate("attention_dropout", attention_dropout)
         self.norm = serializable_norm_spec(norm, epsilon)
@@ -250,8 +271,9 @@ class TransformerDecoderBlock(Layer):
         """Attention of `x`; returns `(output, cache)` (cache None without one)."""
         query, key, value = self.query(x), self.key(x), self.value(x)
         if self.rope_max_wavelength is not None:
-            query = rotary_embedding(query, positions, self.rope_max_wavelength)
-            key = rotary_embedding(key, positions, self.rope_max_wavelength)
+            wavelength, scaling = self.rope_max_wavelength, self.rope_scaling
+            query = rotary_embedding(query, positions, wavelength, scaling)
+            key = rotary_embedding(key, positions, wavelength, scaling)
         query = query * tf.cast(self.head_dim**-0.5, query.dtype)
         if cache is not None:
             key = update_cache(cache[0], key, cache_index)
@@ -344,6 +366,12 @@ class TransformerDecoderBlock(Layer):
                     self.kernel_initializer
                 ),
                 "num_layers_total": self.num_layers_total,
+                # Keras 2 wraps a dict attribute (DictWrapper): a plain one.
+                "rope_scaling": (
+                    None if self.rope_scaling is None else dict(self.rope_scaling)
+                ),
+                "attention_bias": self.attention_bias,
+                "ffn_bias": self.ffn_bias,
             }
         )
         return config

@@ -22,6 +22,9 @@ _OTHER_OPTIONS = {
     "attention_dropout": None,
     "kernel_initializer": "glorot_uniform",
     "embeddings_initializer": None,
+    "rope_scaling": None,
+    "attention_bias": None,
+    "ffn_bias": None,
 }
 
 
@@ -115,6 +118,9 @@ def _block(index, num_layers, d_model, num_heads, dff, options):
         attention_dropout=options["attention_dropout"],
         kernel_initializer=options["kernel_initializer"],
         num_layers_total=num_layers,
+        rope_scaling=options["rope_scaling"] if rotary else None,
+        attention_bias=options["attention_bias"],
+        ffn_bias=options["ffn_bias"],
         name=f"block_{index}",
     )
 
@@ -175,7 +181,8 @@ def build_decoder(
         name: the model name. Defaults to `"decoder"`.
         **options: the preset's entries above, and `num_kv_heads`,
             `rope_max_wavelength` (10000), `attention_dropout`,
-            `kernel_initializer` (`"glorot_uniform"`) and
+            `kernel_initializer` (`"glorot_uniform"`), `rope_scaling`,
+            `attention_bias`, `ffn_bias` (None: as the block) and
             `embeddings_initializer` (None: normal, std 0.02 for tokens and
             0.01 for positions). `final_norm=None` adds one after Pre-LN and
             Sandwich-LN stacks only.

@@ -282,6 +282,11 @@ def _check_hub_layout(model, architecture):
     for option, value in layout["block"].items():
         if config[option] != value:
             _refuse(architecture, option, config[option])
+    # The Hugging Face options (decoder_from_hf) keras-hub's config here does
+    # not carry: refused rather than silently dropped.
+    for option in ("rope_scaling", "attention_bias", "ffn_bias"):
+        if config.get(option) not in (None, config["use_bias"]):
+            _refuse(architecture, option, config[option])
     if architecture == "LlamaBackbone" and config["rope_max_wavelength"] is None:
         _refuse(architecture, "position_embedding", "none")
     if architecture == "GPT2Backbone" and block.num_kv_heads != block.num_heads:
