@@ -120,7 +120,7 @@ def run(args):
 
         seed = random.randrange(2**31 - 1)
 
-    from tfnorm.training.prediction import PredictionError
+    from tfnorm.training.rundir.reading import RunDirectoryError
     from tfnorm.training.text_generation import TextGenerator
 
     try:
@@ -136,7 +136,7 @@ def run(args):
             )
             for prompt in prompts
         ]
-    except PredictionError as error:
+    except RunDirectoryError as error:
         return _fail(with_flags(error, TrainConfig))
     except ValueError as error:
         return _fail(_as_flags(error))

@@ -16,14 +16,10 @@ Example:
 
 from __future__ import annotations
 
-import json
 import os
 
-from tfnorm._errors import setting_key
-from tfnorm.choices import LANGUAGE_MODEL_TASK
 from tfnorm.training.data import byte_text
 from tfnorm.training.prediction import (
-    MAX_JSON_BYTES,
     MODEL_NAMES,
     PredictionError,
     _check_same_export,
@@ -31,7 +27,8 @@ from tfnorm.training.prediction import (
     find_model,
     read_summary,
 )
-from tfnorm.training.workloads.language_model import LANGUAGE_MODEL_FILE
+from tfnorm.training.rundir import checkpoints, reading
+from tfnorm.training.rundir.reading import LANGUAGE_MODEL_FILE
 
 
 class TextGenerator:
@@ -52,7 +49,7 @@ class TextGenerator:
         self.run_dir = os.fspath(run_dir)
         if not os.path.isdir(self.run_dir):
             find_model(self.run_dir)  # says "no such run directory"
-        recipe = _read_recipe(self.run_dir)
+        recipe = reading.read_recipe(self.run_dir)
         summary = read_summary(self.run_dir)
         if any(os.path.lexists(os.path.join(self.run_dir, n)) for n in MODEL_NAMES):
             self.source = find_model(self.run_dir)
@@ -121,39 +118,13 @@ class TextGenerator:
         return prompt + byte_text.decode(row[len(ids) :])
 
 
-def _read_recipe(run_dir):
-    path = os.path.join(run_dir, LANGUAGE_MODEL_FILE)
-    if not os.path.isfile(path):
-        raise PredictionError(
-            f"{run_dir} is not the {setting_key('logdir')} of a language-model run "
-            f"(it has no {LANGUAGE_MODEL_FILE}; runs of "
-            f"{setting_key('task', LANGUAGE_MODEL_TASK)} write one). "
-            f"Received: run_dir={run_dir!r}"
-        )
-    try:
-        if os.path.getsize(path) > MAX_JSON_BYTES:
-            raise ValueError("too large")
-        with open(path, encoding="utf-8") as handle:
-            recipe = json.load(handle)
-        arguments = recipe["build_decoder"]
-        if not isinstance(arguments, dict):
-            raise ValueError("build_decoder is not a mapping")
-    except (OSError, ValueError, KeyError, TypeError) as error:
-        raise PredictionError(
-            f"{path} is damaged ({error}); it says how the run's model is "
-            "built: rerun the run's tfnorm train command to write it again."
-        ) from None
-    return recipe
-
-
 def _from_checkpoint(run_dir, recipe):
-    """The run's model rebuilt and restored from its newest checkpoint."""
+    """The run's model rebuilt from `recipe` and restored, every variable of
+    it, from the run's own newest checkpoint."""
     from tfnorm._keras import tf
     from tfnorm.models import build_decoder
 
-    directory = str(
-        recipe.get("checkpoint_dir") or os.path.join(run_dir, "checkpoints")
-    )
+    directory = reading.recipe_checkpoint_dir(run_dir, recipe)
     latest = tf.train.latest_checkpoint(directory)
     if latest is None:
         raise PredictionError(
@@ -161,10 +132,17 @@ def _from_checkpoint(run_dir, recipe):
             "yet; wait for the run's first checkpoint. "
             f"Received: run_dir={run_dir!r}"
         )
+    reading.check_recipe(run_dir, recipe, directory)
     try:
         model = build_decoder(**recipe["build_decoder"])
-        status = tf.train.Checkpoint(model=model).restore(latest)
-        status.expect_partial().assert_nontrivial_match()
+        checkpoints.restore_model(model, latest)
+    except checkpoints.CheckpointMismatchError as error:
+        raise PredictionError(
+            f"{latest} does not hold the model "
+            f"{os.path.join(run_dir, LANGUAGE_MODEL_FILE)} describes "
+            f"({error.reason}); restore the recipe, or copy the run directory "
+            f"whole. Received: run_dir={run_dir!r}"
+        ) from None
     except Exception as error:  # whatever a damaged checkpoint makes TF raise
         raise PredictionError(
             f"{latest}: the model cannot be restored from it "
