@@ -173,16 +173,16 @@ def restore_model(model, prefix, key="model"):
         Exception: whatever TensorFlow raises for a damaged checkpoint.
     """
     try:
-        tf.train.Checkpoint(**{key: model}).read(
-            prefix
-        ).assert_existing_objects_matched()
+        status = tf.train.Checkpoint(**{key: model}).read(prefix)
+        # Silences the warnings about the optimizer's values, which are not
+        # wanted; the model's are checked here and below.
+        status.expect_partial().assert_existing_objects_matched()
     except AssertionError as error:
         raise CheckpointMismatchError(prefix, one_line(error, limit=160)) from None
     except ValueError as error:
         if "incompatible tensor" not in str(error) and "shape" not in str(error):
             raise
         raise CheckpointMismatchError(prefix, one_line(error, limit=160)) from None
-    status.expect_partial()  # the optimizer's values are not wanted: no warning
     saved = _variables_under(prefix, key)
     built = len({id(v) for v in model.weights})
     if saved != built:
