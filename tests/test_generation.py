@@ -103,13 +103,7 @@ def test_a_prompt_generates_the_same_tokens_alone_or_in_a_ragged_batch(each_pres
 def test_a_sampled_prompt_draws_the_same_as_the_first_row_of_any_batch(model, sampler):
     rng = np.random.default_rng(9)
     first = rng.integers(0, VOCAB, 3)
-    options = {
-        "sampler": sampler,
-        "top_k": VOCAB,
-        "top_p": 1.0,
-        "temperature": 5.0,
-        "seed": 4,
-    }
+    options = {"sampler": sampler, "temperature": 5.0, "seed": 4, **BOUNDLESS[sampler]}
     alone = tfnorm.generate(model, [first], 8, **options)[0]
     batch = tfnorm.generate(
         model, [first, first, rng.integers(0, VOCAB, 6)], 8, **options
