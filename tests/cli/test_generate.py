@@ -139,8 +139,10 @@ BAD = [
     ("not a language model", not_a_language_model, r"is not the --logdir of a language-model run"),
     ("damaged export", damaged_export, r"model\.keras is not a whole Keras archive|saved_model\.pb is empty"),
     ("another run's files", another_runs_export, r"language_model\.json is not the file this run exported"),
-    ("too many tokens", lambda t, r: [r, "x", "--max-new-tokens", "99"], r"plus --max-new-tokens exceeds the model's max_len=32"),
-    ("prompt fills the context", lambda t, r: [r, "y" * 32], r"the prompt is 32 bytes; the model's context is 32"),
+    ("top-k 0", lambda t, r: [r, "x", "--top-k", "0"], r"--top-k must be an integer >= 1\. Received: --top-k=0"),
+    ("top-k and top-p", lambda t, r: [r, "x", "--top-k", "2", "--top-p", "0.5"], r"--top-k and --top-p choose two different samplers"),
+    ("no new tokens", lambda t, r: [r, "x", "--max-new-tokens", "0"], r"--max-new-tokens"),
+    ("no samples", lambda t, r: [r, "x", "--num-samples", "0"], r"--num-samples"),
     ("bad top-p", lambda t, r: [r, "x", "--top-p", "2"], r"Received: --top-p=2"),
     ("bad temperature", lambda t, r: [r, "x", "--temperature", "-1"], r"--temperature"),
 ]  # fmt: skip

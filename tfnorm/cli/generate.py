@@ -29,10 +29,16 @@ examples:
 
 RUN_DIR is the --logdir of a `tfnorm train --task lm ...` run, finished (its
 exported model is used) or still training (its newest checkpoint is used).
-Each PROMPT, and the text of --file, is continued; the output is each prompt
-and its continuation, one after the other, or with --json one JSON object a
-line with `prompt`, `text` (the continuation) and `seed`. The same --seed gives
-the same text. --temperature 0 picks the likeliest byte each step.
+Each PROMPT, and the text of --file, is continued (--num-samples times, with
+seeds S, S+1, ...); the output is each prompt and its continuation, printed as
+the bytes are made, or with --json one JSON object a line with `prompt`, `text`
+(the continuation) and `seed` (which gives that text again). The same --seed
+gives the same text. Sampling: --temperature 0 picks the likeliest byte each
+step; --top-k K (K >= 1) samples among the K likeliest, --top-p P among the
+likeliest whose probability reaches P; --top-k with --top-p is refused (two
+samplers); neither samples among all bytes. Past the model's context the
+window slides: each further byte is computed from the last context-full of
+bytes; a longer prompt is cropped to its last bytes (one line on stderr).
 
 exit status: 0 every text printed; 2 bad arguments, an empty prompt, or
 RUN_DIR is not a language-model run or has no usable model; 74 the output
@@ -73,13 +79,32 @@ def add_parser(subparsers):
         help="divides the logits before sampling; 0 for the likeliest byte (default 1.0)",
     )
     parser.add_argument(
-        "--top-k", type=int, metavar="K", help="sample among the K likeliest bytes"
+        "--top-k",
+        type=int,
+        metavar="K",
+        help="sample among the K likeliest bytes (K >= 1; not with --top-p)",
     )
     parser.add_argument(
         "--top-p",
         type=float,
         metavar="P",
-        help="sample among the likeliest bytes whose probability reaches P",
+        help="sample among the likeliest bytes whose probability reaches P "
+        "(0 < P <= 1; not with --top-k)",
+    )
+    parser.add_argument(
+        "--num-samples",
+        type=int,
+        default=1,
+        metavar="N",
+        help="continuations of each prompt, with seeds S, S+1, ... (default 1)",
+    )
+    parser.add_argument(
+        "--stop",
+        action="append",
+        default=[],
+        metavar="TEXT",
+        help="end a continuation after TEXT (repeatable; the end-of-text byte "
+        "always ends one)",
     )
     parser.add_argument(
         "--seed",
@@ -125,47 +150,78 @@ def run(args):
                 f"PROMPT is not UTF-8 text (byte {error.start + 1} cannot be "
                 f"decoded); give the text in UTF-8. Received: PROMPT={raw!r}"
             )
+    if args.num_samples < 1:
+        return _fail(
+            f"--num-samples must be at least 1. Received: --num-samples={args.num_samples}"
+        )
     seed = args.seed
     if seed is None:
         import random
 
-        seed = random.randrange(2**31 - 1)
+        seed = random.randrange(2**31 - 1 - args.num_samples)
 
-    from tfnorm.training.prediction import PredictionError
+    from tfnorm.generation.generator import choose_sampler
+    from tfnorm.training.rundir.reading import RunDirectoryError
     from tfnorm.training.text_generation import TextGenerator
 
     try:
-        generator = TextGenerator(args.run_dir)
-        texts = [
-            generator.complete(
-                prompt,
-                args.max_new_tokens,
-                temperature=args.temperature,
-                top_k=args.top_k,
-                top_p=args.top_p,
-                seed=seed,
+        choose_sampler(None, args.temperature, args.top_k, args.top_p)
+        if args.max_new_tokens is not None and args.max_new_tokens < 1:
+            raise ValueError(
+                f"max_new_tokens must be at least 1. Received: "
+                f"max_new_tokens={args.max_new_tokens}"
             )
-            for prompt in prompts
-        ]
-    except PredictionError as error:
+        generator = TextGenerator(args.run_dir)
+    except RunDirectoryError as error:
         return _fail(with_flags(error, TrainConfig))
     except ValueError as error:
         return _fail(_as_flags(error))
-    lines = (
-        json.dumps(
-            {"prompt": prompt, "text": text[len(prompt) :], "seed": seed},
-            ensure_ascii=False,
+    jobs = [(p, seed + j) for p in prompts for j in range(args.num_samples)]
+    lines = (_one_text(generator, args, prompt, s) for prompt, s in jobs)
+    return write_lines("generate", lines, len(jobs), "texts")
+
+
+def _one_text(generator, args, prompt, seed):
+    """Generates one continuation; without --json, writes it as it comes
+    and returns the empty rest of its line."""
+    import warnings
+
+    if len(prompt.encode("utf-8", "surrogatepass")) > generator.max_len:
+        sys.stderr.write(
+            f"tfnorm generate: the prompt is longer than the model's context "
+            f"({generator.max_len} bytes): it is cropped to its last "
+            f"{generator.max_len} bytes\n"
         )
-        if args.json
-        else text
-        for prompt, text in zip(prompts, texts)
-    )
-    return write_lines("generate", lines, len(texts), "texts")
+    stream = None
+    if not args.json:
+        sys.stdout.write(prompt)
+        sys.stdout.flush()
+
+        def stream(piece):
+            sys.stdout.write(piece)
+            sys.stdout.flush()
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the crop: said on stderr above
+        text = generator.complete(
+            prompt,
+            args.max_new_tokens,
+            temperature=args.temperature,
+            top_k=args.top_k,
+            top_p=args.top_p,
+            seed=seed,
+            stop_strings=args.stop,
+            callback=stream,
+        )
+    if stream is not None:
+        return ""
+    record = {"prompt": prompt, "text": text[len(prompt) :], "seed": seed}
+    return json.dumps(record, ensure_ascii=False)
 
 
 #: `tfnorm.generate`'s argument names and this command's flags for them.
 _FLAGS = {"max_new_tokens": "--max-new-tokens", "temperature": "--temperature"}
-_FLAGS.update(k="--top-k", p="--top-p")
+_FLAGS.update(top_k="--top-k", top_p="--top-p")
 
 
 def _as_flags(error):

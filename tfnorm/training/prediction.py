@@ -16,15 +16,15 @@ Example:
 
 from __future__ import annotations
 
-import json
 import os
 import zipfile
 
 import numpy as np
 
-from tfnorm._errors import KeyedMessage, one_line, setting_key
+from tfnorm._errors import one_line, setting_key
 from tfnorm.training.data.labels import LABELS_FILE, load_label_names
 from tfnorm.training.data.vocabulary import VOCABULARY_FILE, load_vocabulary
+from tfnorm.training.rundir.reading import RunDirectoryError, read_summary
 
 #: The names an export may have, in the order they are looked for: the
 #: `.keras` archive (Keras 3, tf_keras), the SavedModel directory (TF 2.9),
@@ -32,13 +32,9 @@ from tfnorm.training.data.vocabulary import VOCABULARY_FILE, load_vocabulary
 MODEL_NAMES = ("model.keras", "model", "model.h5")
 
 
-class PredictionError(KeyedMessage, ValueError):
+class PredictionError(RunDirectoryError):
     """A run directory cannot be used for prediction; says what is missing.
     Settings of the run the message names are marked with `setting_key`."""
-
-
-#: Bytes `summary.json` or `labels.json` may have: far more than a run writes.
-MAX_JSON_BYTES = 16 << 20
 
 
 def find_model(run_dir):
@@ -88,20 +84,6 @@ def _check_not_empty(path):
             "disk? a kill?); rerun the run's tfnorm train command to export it "
             "again"
         )
-
-
-def read_summary(run_dir):
-    """The run's `summary.json` as a dict, or None when it is missing or
-    unreadable (a run from before it, or not a run directory)."""
-    path = os.path.join(run_dir, "summary.json")
-    try:
-        if not os.path.isfile(path) or os.path.getsize(path) > MAX_JSON_BYTES:
-            return None
-        with open(path, encoding="utf-8") as handle:
-            summary = json.load(handle)
-    except (OSError, ValueError):
-        return None
-    return summary if isinstance(summary, dict) else None
 
 
 def _why_no_model(run_dir):

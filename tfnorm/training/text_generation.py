@@ -16,14 +16,10 @@ Example:
 
 from __future__ import annotations
 
-import json
 import os
 
-from tfnorm._errors import setting_key
-from tfnorm.choices import LANGUAGE_MODEL_TASK
 from tfnorm.training.data import byte_text
 from tfnorm.training.prediction import (
-    MAX_JSON_BYTES,
     MODEL_NAMES,
     PredictionError,
     _check_same_export,
@@ -31,7 +27,8 @@ from tfnorm.training.prediction import (
     find_model,
     read_summary,
 )
-from tfnorm.training.workloads.language_model import LANGUAGE_MODEL_FILE
+from tfnorm.training.rundir import checkpoints, reading
+from tfnorm.training.rundir.reading import LANGUAGE_MODEL_FILE
 
 
 class TextGenerator:
@@ -52,7 +49,7 @@ class TextGenerator:
         self.run_dir = os.fspath(run_dir)
         if not os.path.isdir(self.run_dir):
             find_model(self.run_dir)  # says "no such run directory"
-        recipe = _read_recipe(self.run_dir)
+        recipe = reading.read_recipe(self.run_dir)
         summary = read_summary(self.run_dir)
         if any(os.path.lexists(os.path.join(self.run_dir, n)) for n in MODEL_NAMES):
             self.source = find_model(self.run_dir)
@@ -71,89 +68,92 @@ class TextGenerator:
         top_k=None,
         top_p=None,
         seed=None,
+        stop_strings=None,
+        callback=None,
         jit_compile=False,
     ):
         """`prompt` (a str) followed by the text sampled after it.
 
+        The sampling arguments are `tfnorm.generate`'s, by the same names:
         `temperature` 0 picks the likeliest byte each step (greedy); else
         bytes are sampled from the softmax at that temperature, among the
-        `top_k` likeliest, or the smallest set reaching `top_p`, or all.
-        `max_new_tokens` None fills the context. The same `seed` gives the
-        same text (in the same runtime and with the same `jit_compile`).
-        Sampling stops at the end-of-text token. XLA is off by default: for
-        a context of a few hundred bytes, compiling the loop takes seconds
+        `top_k` likeliest (k >= 1), or the smallest set reaching `top_p`, or
+        all; `top_k` with `top_p` is refused. `max_new_tokens` None fills
+        the context (one whole context when the prompt already fills it);
+        more slides the window past it (see `tfnorm.generate`), and a
+        prompt longer than the context is cropped to its last bytes for the
+        model, with a warning. The same `seed` gives the same text (in the
+        same runtime and with the same `jit_compile`). Sampling stops at the
+        end-of-text token, or after any of `stop_strings` (kept in the
+        text). `callback(text)` receives the new text piece by piece as it
+        is made (whole UTF-8 characters). XLA is off by default: for a
+        context of a few hundred bytes, compiling the loop takes seconds
         longer than running it.
 
         Raises:
-            ValueError: an empty prompt, a prompt that leaves no room in the
-                context, or a bad sampling argument (naming it).
+            ValueError: an empty prompt, or a bad sampling argument (naming it).
         """
+        import codecs
+
         from tfnorm.generation import generate
 
         ids = byte_text.encode(prompt)
         if not len(ids):
             raise ValueError("the prompt is empty; give some text to continue.")
-        room = self.max_len - len(ids)
-        if room < 1:
-            raise ValueError(
-                f"the prompt is {len(ids)} bytes; the model's context is "
-                f"{self.max_len} bytes, so it leaves no room to generate: "
-                "shorten the prompt."
-            )
         if max_new_tokens is None:
-            max_new_tokens = room
-        if temperature == 0:
-            options = {"sampler": "greedy"}
-        elif top_p is not None:
-            options = {"sampler": "top_p", "p": top_p, "temperature": temperature}
-        else:
-            options = {"sampler": "top_k", "k": top_k or byte_text.VOCAB_SIZE}
-            options["temperature"] = temperature
+            room = self.max_len - len(ids)
+            max_new_tokens = room if room >= 1 else self.max_len
+        stops = [s for s in (stop_strings or ()) if s]
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        text = []
+
+        def on_token(row, token):
+            if token == byte_text.END_OF_TEXT:
+                return True
+            piece = decoder.decode(bytes([token]))
+            if piece:
+                text.append(piece)
+                if callback is not None:
+                    callback(piece)
+            made = "".join(text)
+            return any(stop in made[-(len(stop) + len(piece)) :] for stop in stops)
+
+        streaming = callback is not None or bool(stops)
         [row] = generate(
             self.model,
             [ids],
             max_new_tokens,
+            temperature=temperature,
+            top_k=top_k,
+            top_p=top_p,
             seed=seed,
             stop_token_ids=[byte_text.END_OF_TEXT],
+            callback=on_token if streaming else None,
             jit_compile=jit_compile,
-            **options,
         )
-        return prompt + byte_text.decode(row[len(ids) :])
+        if not streaming:
+            return prompt + byte_text.decode(row[len(ids) :])
+        tail = decoder.decode(b"", final=True)
+        if tail:
+            text.append(tail)
+            if callback is not None:
+                callback(tail)
+        return prompt + _cut_after_stop("".join(text), stops)
 
 
-def _read_recipe(run_dir):
-    path = os.path.join(run_dir, LANGUAGE_MODEL_FILE)
-    if not os.path.isfile(path):
-        raise PredictionError(
-            f"{run_dir} is not the {setting_key('logdir')} of a language-model run "
-            f"(it has no {LANGUAGE_MODEL_FILE}; runs of "
-            f"{setting_key('task', LANGUAGE_MODEL_TASK)} write one). "
-            f"Received: run_dir={run_dir!r}"
-        )
-    try:
-        if os.path.getsize(path) > MAX_JSON_BYTES:
-            raise ValueError("too large")
-        with open(path, encoding="utf-8") as handle:
-            recipe = json.load(handle)
-        arguments = recipe["build_decoder"]
-        if not isinstance(arguments, dict):
-            raise ValueError("build_decoder is not a mapping")
-    except (OSError, ValueError, KeyError, TypeError) as error:
-        raise PredictionError(
-            f"{path} is damaged ({error}); it says how the run's model is "
-            "built: rerun the run's tfnorm train command to write it again."
-        ) from None
-    return recipe
+def _cut_after_stop(text, stops):
+    """`text` up to and including the first of `stops` in it."""
+    found = [text.find(stop) + len(stop) for stop in stops if stop in text]
+    return text[: min(found)] if found else text
 
 
 def _from_checkpoint(run_dir, recipe):
-    """The run's model rebuilt and restored from its newest checkpoint."""
+    """The run's model rebuilt from `recipe` and restored, every variable of
+    it, from the run's own newest checkpoint."""
     from tfnorm._keras import tf
     from tfnorm.models import build_decoder
 
-    directory = str(
-        recipe.get("checkpoint_dir") or os.path.join(run_dir, "checkpoints")
-    )
+    directory = reading.recipe_checkpoint_dir(run_dir, recipe)
     latest = tf.train.latest_checkpoint(directory)
     if latest is None:
         raise PredictionError(
@@ -161,10 +161,17 @@ def _from_checkpoint(run_dir, recipe):
             "yet; wait for the run's first checkpoint. "
             f"Received: run_dir={run_dir!r}"
         )
+    reading.check_recipe(run_dir, recipe, directory)
     try:
         model = build_decoder(**recipe["build_decoder"])
-        status = tf.train.Checkpoint(model=model).restore(latest)
-        status.expect_partial().assert_nontrivial_match()
+        checkpoints.restore_model(model, latest)
+    except checkpoints.CheckpointMismatchError as error:
+        raise PredictionError(
+            f"{latest} does not hold the model "
+            f"{os.path.join(run_dir, LANGUAGE_MODEL_FILE)} describes "
+            f"({error.reason}); restore the recipe, or copy the run directory "
+            f"whole. Received: run_dir={run_dir!r}"
+        ) from None
     except Exception as error:  # whatever a damaged checkpoint makes TF raise
         raise PredictionError(
             f"{latest}: the model cannot be restored from it "

@@ -26,6 +26,7 @@ from tfnorm.choices import (
     TRAIN_TASKS,
     norms_help,
 )
+from tfnorm.limits import MODEL_SIZE_LIMITS
 from tfnorm.training.config import checks
 from tfnorm.training.config.checks import check_combinations
 from tfnorm.training.config.declared import DeclaredSettings
@@ -71,6 +72,14 @@ OPTIMISATION = "optimisation"
 RUNTIME = "runtime"
 OUTPUTS = "outputs"
 POSITIVE = integer(1)
+
+
+def _sized(key, minimum=1):
+    """A model size, up to its bound in `tfnorm.limits` (shared with the
+    recipe `tfnorm generate` reads)."""
+    return integer(minimum, MODEL_SIZE_LIMITS[key])
+
+
 NON_NEGATIVE = integer(0)
 
 
@@ -141,7 +150,7 @@ class TrainConfig(DeclaredSettings):
     )  # fmt: skip
     vocab_size: int | None = setting(
         None, DATA, "synthetic: token ids; files: vocabulary limit (counting "
-        "padding and the unknown token, so at least 3)", integer(3),
+        "padding and the unknown token, so at least 3)", _sized("vocab_size", 3),
         optional=True, default_text="max(16, 2*max_len+1) for tasks, 20000 for files", resume=FIXED, scope=CLASSIFIER,
     )  # fmt: skip
     num_classes: int | None = setting(
@@ -154,26 +163,28 @@ class TrainConfig(DeclaredSettings):
         16,
         DATA,
         f"tokens per example; with {setting_key('task', LANGUAGE_MODEL_TASK)}: the context, in bytes",
-        integer(MIN_MAX_LEN, 2**20),
+        _sized("max_len", MIN_MAX_LEN),
         resume=FIXED,
         scope=CLASSIFIER,
     )
     # Model.
     num_layers: int = setting(
-        2, MODEL, "encoder blocks (decoder blocks of a language model)", POSITIVE,
+        2, MODEL, "encoder blocks (decoder blocks of a language model)", _sized("num_layers"),
         resume=FIXED, scope=CLASSIFIER,
     )  # fmt: skip
-    d_model: int = setting(64, MODEL, "width", POSITIVE, resume=FIXED, scope=CLASSIFIER)
+    d_model: int = setting(
+        64, MODEL, "width", _sized("d_model"), resume=FIXED, scope=CLASSIFIER
+    )
     num_heads: int = setting(
         4,
         MODEL,
         f"attention heads, must divide {setting_key('d_model')}",
-        POSITIVE,
+        _sized("num_heads"),
         resume=FIXED,
         scope=CLASSIFIER,
     )
     dff: int | None = setting(
-        None, MODEL, "feed-forward width", POSITIVE,
+        None, MODEL, "feed-forward width", _sized("dff"),
         optional=True, default_text="4 * d_model", resume=FIXED, scope=CLASSIFIER,
     )  # fmt: skip
     norm: str | None = setting(

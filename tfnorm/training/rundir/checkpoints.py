@@ -155,6 +155,63 @@ def restore_newest(checkpoint, directory, quarantine=True):
     return None, skipped
 
 
+def restore_model(model, prefix, key="model"):
+    """Restores every variable of `model` from the checkpoint `prefix`, or none.
+
+    For inference, where a weight left at its random start is a silent
+    wrong answer: the checkpoint's object `key` (the run's model) must hold
+    exactly the model's variables, each of the model's shape. Two checks,
+    because each misses what the other catches: every variable of `model`
+    must find its value (`assert_existing_objects_matched`: a norm with
+    other weights, a missing final norm), and the checkpoint's model must
+    hold no variable the rebuilt model lacks (a head that was not tied to
+    the embedding, a deeper model), counted in the checkpoint's object graph.
+    Optimizer slots and the step counter are not the model's and are ignored.
+
+    Raises:
+        CheckpointMismatchError: the variables differ (the reason says how).
+        Exception: whatever TensorFlow raises for a damaged checkpoint.
+    """
+    try:
+        status = tf.train.Checkpoint(**{key: model}).read(prefix)
+        # Silences the warnings about the optimizer's values, which are not
+        # wanted; the model's are checked here and below.
+        status.expect_partial().assert_existing_objects_matched()
+    except AssertionError as error:
+        raise CheckpointMismatchError(prefix, one_line(error, limit=160)) from None
+    except ValueError as error:
+        if "incompatible tensor" not in str(error) and "shape" not in str(error):
+            raise
+        raise CheckpointMismatchError(prefix, one_line(error, limit=160)) from None
+    saved = _variables_under(prefix, key)
+    built = len({id(v) for v in model.weights})
+    if saved != built:
+        raise CheckpointMismatchError(
+            prefix,
+            f"the checkpoint's {key} has {saved} variables, the rebuilt one {built}",
+        )
+
+
+def _variables_under(prefix, key):
+    """How many variables the checkpoint `prefix` holds below its object `key`."""
+    from tensorflow.core.protobuf import trackable_object_graph_pb2
+
+    graph = trackable_object_graph_pb2.TrackableObjectGraph()
+    reader = tf.train.load_checkpoint(prefix)
+    graph.ParseFromString(reader.get_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"))
+    stack = [c.node_id for c in graph.nodes[0].children if c.local_name == key]
+    seen = set()
+    while stack:
+        node = stack.pop()
+        if node not in seen:
+            seen.add(node)
+            stack.extend(child.node_id for child in graph.nodes[node].children)
+    return sum(
+        any(a.name == "VARIABLE_VALUE" for a in graph.nodes[node].attributes)
+        for node in seen
+    )
+
+
 def _damaged_dir(directory):
     """`directory/damaged`, created; or `damaged.1`, ... when that name is
     taken by a file or a link (never moved into, never replaced)."""

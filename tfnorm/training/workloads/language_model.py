@@ -11,8 +11,11 @@ validation metrics are that loss on the held-out end of the text, its
 perplexity and its bits per byte.
 
 Beside the checkpoints and the export, `language_model.json` in the logdir
-says how the model is built and where its checkpoints are, so that
-`tfnorm generate` can sample from a run that is still training.
+says how the model is built and where its checkpoints are (relative to the
+logdir, so a copied run directory reads its own), so that `tfnorm generate`
+can sample from a run that is still training; `run_config.json` beside the
+checkpoints records the recipe's SHA-256, so an edited recipe is refused
+(`tfnorm.training.rundir.reading`).
 """
 
 from __future__ import annotations
@@ -25,7 +28,8 @@ import numpy as np
 from tfnorm import _keras
 from tfnorm._safe_io import atomic_write_json
 from tfnorm.training.data import byte_text
-from tfnorm.training.rundir import export, run_identity
+from tfnorm.training.rundir import export, reading, run_identity
+from tfnorm.training.rundir.reading import LANGUAGE_MODEL_FILE  # noqa: F401
 from tfnorm.training.workloads import steps
 from tfnorm.training.workloads.base import Workload
 from tfnorm.training.workloads.build import (
@@ -37,8 +41,6 @@ from tfnorm.training.workloads.build import (
 
 #: Windows the norm probes (NaN guard, histograms) and the export check read.
 PROBE_WINDOWS = 8
-#: The file in the logdir that says how to build the model and sample from it.
-LANGUAGE_MODEL_FILE = "language_model.json"
 
 
 def decoder_arguments(config):
@@ -132,17 +134,20 @@ class LanguageModelWorkload(Workload):
             "data_sha256": self.corpus.sha256,
             "vocab_size": byte_text.VOCAB_SIZE,
             "tokenizer": "bytes",
+            reading.DECODER_DIGEST_KEY: reading.decoder_digest(
+                decoder_arguments(self.config)
+            ),
         }
 
     def write_files(self, paths):
         atomic_write_json(
             os.path.join(paths.logdir, LANGUAGE_MODEL_FILE),
-            {
-                "tokenizer": "bytes",
-                "end_of_text": byte_text.END_OF_TEXT,
-                "build_decoder": decoder_arguments(self.config),
-                "checkpoint_dir": os.path.abspath(paths.checkpoint_dir),
-            },
+            reading.language_model_recipe(
+                decoder_arguments(self.config),
+                paths.logdir,
+                paths.checkpoint_dir,
+                byte_text.END_OF_TEXT,
+            ),
         )
 
     def step_fn(self, setup):
