@@ -65,7 +65,7 @@ ROPE_SCALINGS = {
 
 def check_rope_scaling(rope_scaling, rope_max_wavelength):
     """`rope_scaling` as a plain dict of numbers, or None (see
-    `tfnorm.models.causal_attention.rope_inverse_frequencies`)."""
+    `tfnorm.models.decoder.attention.rope_inverse_frequencies`)."""
     if rope_scaling is None:
         return None
     kind = rope_scaling.get("rope_type") if isinstance(rope_scaling, dict) else None
