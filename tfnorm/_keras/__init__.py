@@ -25,6 +25,7 @@ when one does.
 
 from __future__ import annotations
 
+from tfnorm._keras.checkpoint_graph import variables_under as checkpoint_variables_under
 from tfnorm._keras.determinism import deterministic_ops, op_determinism_enabled
 from tfnorm._keras.einsum import EinsumDense
 from tfnorm._keras.hub import hub_encoder_sublayers, hub_encoder_width
@@ -112,6 +113,7 @@ from tfnorm._keras.xla import (
 )
 
 __all__ = [
+    "checkpoint_variables_under",
     "AdamWBase",
     "BATCH_NORM_TAKES_MASK",
     "CLIPS_BEFORE_ALL_REDUCE",

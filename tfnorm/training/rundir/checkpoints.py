@@ -30,7 +30,7 @@ import re
 import shutil
 
 from tfnorm._errors import one_line
-from tfnorm._keras import tf
+from tfnorm._keras import checkpoint_variables_under, tf
 from tfnorm._safe_io import atomic_write_text
 
 PREFIX = "ckpt"
@@ -183,33 +183,13 @@ def restore_model(model, prefix, key="model"):
         if "incompatible tensor" not in str(error) and "shape" not in str(error):
             raise
         raise CheckpointMismatchError(prefix, one_line(error, limit=160)) from None
-    saved = _variables_under(prefix, key)
+    saved = checkpoint_variables_under(prefix, key)
     built = len({id(v) for v in model.weights})
     if saved != built:
         raise CheckpointMismatchError(
             prefix,
             f"the checkpoint's {key} has {saved} variables, the rebuilt one {built}",
         )
-
-
-def _variables_under(prefix, key):
-    """How many variables the checkpoint `prefix` holds below its object `key`."""
-    from tensorflow.core.protobuf import trackable_object_graph_pb2
-
-    graph = trackable_object_graph_pb2.TrackableObjectGraph()
-    reader = tf.train.load_checkpoint(prefix)
-    graph.ParseFromString(reader.get_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"))
-    stack = [c.node_id for c in graph.nodes[0].children if c.local_name == key]
-    seen = set()
-    while stack:
-        node = stack.pop()
-        if node not in seen:
-            seen.add(node)
-            stack.extend(child.node_id for child in graph.nodes[node].children)
-    return sum(
-        any(a.name == "VARIABLE_VALUE" for a in graph.nodes[node].attributes)
-        for node in seen
-    )
 
 
 def _damaged_dir(directory):
