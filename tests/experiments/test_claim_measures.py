@@ -33,6 +33,7 @@ def test_the_watch_names_the_first_broken_norm_at_the_first_nonfinite_loss(
     model = _token_model(controls.ComputeDtypeLayerNorm(epsilon=1e-8, name="ln16"))
     watch = claim_measures.NonFiniteWatch(model)
     batch = (TOKENS, TOKENS, np.ones((2, 4), "float32"))
+
     def step(number, loss, gradient_norm, applied):
         logs = {"loss": loss, "gradient_norm": gradient_norm, "applied": applied}
         watch.on_step_end(number, dict(logs, batch=batch))

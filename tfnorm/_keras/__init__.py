@@ -94,12 +94,12 @@ from tfnorm._keras.surgery import (
 )
 from tfnorm._keras.training import (
     accept_tensor_logs,
+    apply_gradients_and_report,
     build_optimizer,
     checkpointable_optimizer,
-    global_policy_name,
-    apply_gradients_and_report,
     dense_gradients,
     global_norm,
+    global_policy_name,
     gradient_scale,
     is_compiled,
     is_loss_scaled,

@@ -64,7 +64,8 @@ def make_train_step(model, optimizer, strategy, global_batch_size):
             strategy.reduce(tf.distribute.ReduceOp.SUM, loss, axis=None),
             strategy.reduce(tf.distribute.ReduceOp.SUM, correct, axis=None),
             # Every replica applies the same all-reduced step, or none does.
-            strategy.reduce(tf.distribute.ReduceOp.MIN, applied, axis=None) > 0,
+            strategy.reduce(tf.distribute.ReduceOp.SUM, applied, axis=None)
+            == strategy.num_replicas_in_sync,
         )
 
     return train_step
@@ -95,9 +96,7 @@ def classifier_step_fn(setup, train_set, batch_size, seed):
 
     def step_fn(step):
         ids, labels = next(stream)
-        loss, correct, applied = train_step(
-            *to_replicas(setup.strategy, ids, labels)
-        )
+        loss, correct, applied = train_step(*to_replicas(setup.strategy, ids, labels))
         setup.step.assign(step)
         setup.examples_seen.assign_add(batch_size)
         return step_logs(loss, correct, applied, setup.optimizer)
