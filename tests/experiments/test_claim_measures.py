@@ -33,17 +33,24 @@ def test_the_watch_names_the_first_broken_norm_at_the_first_nonfinite_loss(
     model = _token_model(controls.ComputeDtypeLayerNorm(epsilon=1e-8, name="ln16"))
     watch = claim_measures.NonFiniteWatch(model)
     batch = (TOKENS, TOKENS, np.ones((2, 4), "float32"))
-    watch.on_step_end(1, {"loss": 2.0, "gradient_norm": 1.0, "batch": batch})
-    watch.on_step_end(2, {"loss": 2.0, "gradient_norm": math.inf, "batch": batch})
-    watch.on_step_end(3, {"loss": math.nan, "gradient_norm": math.nan, "batch": batch})
-    watch.on_step_end(5, {"loss": math.nan, "gradient_norm": math.nan, "batch": batch})
+
+    def step(number, loss, gradient_norm, applied):
+        logs = {"loss": loss, "gradient_norm": gradient_norm, "applied": applied}
+        watch.on_step_end(number, dict(logs, batch=batch))
+
+    step(1, 2.0, 1.0, True)
+    step(2, 2.0, math.inf, False)
+    step(3, math.nan, math.nan, False)
+    # Applied with a NaN gradient: not a skipped step, though its norm is NaN.
+    step(5, math.nan, math.nan, True)
     record = watch.record()
     assert record["nonfinite_loss_steps"] == [3, 5]
+    assert record["skipped_steps"] == [2, 3]
     assert record["nonfinite_gradient_steps"] == [2, 3, 5]
     assert record["first_broken_norm"] == "ln16"
     assert record["first_broken_norm_statistic"] == "outputs/nonfinite_fraction"
     assert record["health_problems"][0]["step"] == 3
-    # Step 2's gradients overflowed with a finite loss: probed there too.
+    # Step 2 was skipped with a finite loss: probed there too.
     assert record["first_broken_norm_at_overflow"] == "ln16"
     assert record["overflow_health_problems"][0]["step"] == 2
 
@@ -52,9 +59,12 @@ def test_a_finite_run_names_no_norm():
     model = _token_model(tfnorm.LayerNormalization(epsilon=1e-8, name="ln"))
     watch = claim_measures.NonFiniteWatch(model)
     batch = (TOKENS, TOKENS, np.ones((2, 4), "float32"))
-    watch.on_step_end(1, {"loss": 2.0, "gradient_norm": 1.0, "batch": batch})
+    watch.on_step_end(
+        1, {"loss": 2.0, "gradient_norm": 1.0, "applied": True, "batch": batch}
+    )
     record = watch.record()
-    assert record["nonfinite_loss_steps"] == [] and record["first_broken_norm"] is None
+    assert record["skipped_steps"] == [] and record["nonfinite_loss_steps"] == []
+    assert record["first_broken_norm"] is None
 
 
 def _reference(model, data, training):
@@ -101,7 +111,8 @@ def _run(variant, seed, nonfinite, layer, gap_loss):
         "variant": variant,
         "seed": seed,
         "nonfinite_loss_steps": nonfinite,
-        "nonfinite_gradient_steps": [1, 2],
+        "skipped_steps": [1, 2],
+        "nonfinite_gradient_steps": [1, 2, 3],
         "first_broken_norm": layer,
         "first_broken_norm_at_overflow": "encoder/block_0/attention_norm"
         if layer
@@ -122,7 +133,8 @@ def test_the_controls_table_sums_over_seeds():
     assert summary["seeds_with_nonfinite_loss"] == 2
     assert summary["first_nonfinite_step"] == 4
     assert summary["nonfinite_loss_steps_total"] == 3
-    assert summary["overflowed_gradient_steps_total"] == 6
+    assert summary["skipped_steps_total"] == 6
+    assert summary["applied_nonfinite_gradient_steps_total"] == 3
     assert summary["first_broken_norms"] == [
         "encoder/block_2/ffn_norm",
         "encoder/block_3/ffn_norm",
@@ -141,7 +153,7 @@ def test_the_controls_table_sums_over_seeds():
     table = claim_measures.controls_table([row]).splitlines()
     assert len(table) == 3
     assert (
-        "| 2/3 | 4 | 3 | 6 | encoder/block_2/ffn_norm, encoder/block_3/ffn_norm "
+        "| 2/3 | 4 | 3 | 6 | 3 | encoder/block_2/ffn_norm, encoder/block_3/ffn_norm "
         "| encoder/block_0/attention_norm |" in table[2]
     )
 

@@ -25,10 +25,10 @@ def test_a_float16_trainer_builds_half_layers_and_scales_the_loss():
     fresh = [v.numpy() for v in _keras.optimizer_variables(trainer.optimizer)]
     tokens = np.random.default_rng(0).integers(0, 5, (4, 4)).astype("int32")
     trainer.optimizer.learning_rate = 1e-3
-    loss, norm, blocks = trainer.train_step(
+    loss, norm, blocks, applied = trainer.train_step(
         tf.constant(tokens), tf.constant(tokens), tf.ones((4, 4))
     )
-    assert np.isfinite(float(loss))
+    assert np.isfinite(float(loss)) and bool(applied)
     # The per-block norms are of the unscaled gradients, as the global one is.
     assert 0 < float(tf.norm(blocks)) <= float(norm) * (1 + 1e-3)
     trainer.reset(1)
@@ -39,6 +39,24 @@ def test_a_float16_trainer_builds_half_layers_and_scales_the_loss():
     assert any(np.any(value > 1) for value in after) == any(
         np.any(value > 1) for value in fresh
     )
+
+
+def test_a_float16_step_that_overflows_is_skipped_by_the_optimizer():
+    from tfnorm._keras import tf
+    from tfnorm.experiments.compare_runs import PositionTrainer
+
+    trainer = PositionTrainer("pre", _config(mixed_precision="float16"), 5)
+    trainer.optimizer.learning_rate = 1e-3
+    # Logits weights of 1e5 are finite in float32 but overflow float16's
+    # range (65504) in the forward pass, so the gradients are not finite.
+    logits = trainer.model.get_layer("logits")
+    logits.kernel.assign(tf.fill(logits.kernel.shape, 1e5))
+    before = [w.numpy() for w in trainer.model.weights]
+    tokens = tf.constant(np.random.default_rng(0).integers(0, 5, (4, 4)), tf.int32)
+    _, norm, _, applied = trainer.train_step(tokens, tokens, tf.ones((4, 4)))
+    assert not bool(applied) and not np.isfinite(float(norm))
+    for old, weight in zip(before, trainer.model.weights):
+        np.testing.assert_array_equal(weight.numpy(), old)
 
 
 def test_the_trainer_builds_the_controls_it_is_asked_for():

@@ -95,8 +95,11 @@ from tfnorm._keras.surgery import (
 )
 from tfnorm._keras.training import (
     accept_tensor_logs,
+    apply_gradients_and_report,
     build_optimizer,
     checkpointable_optimizer,
+    dense_gradients,
+    global_norm,
     global_policy_name,
     gradient_scale,
     is_compiled,
@@ -138,6 +141,9 @@ __all__ = [
     "get_keras_mask",
     "GlobalClipping",
     "global_policy_name",
+    "apply_gradients_and_report",
+    "dense_gradients",
+    "global_norm",
     "gradient_scale",
     "holders",
     "hub_encoder_sublayers",

@@ -130,3 +130,101 @@ def gradient_scale(optimizer):
     if IS_KERAS_3 and is_loss_scaled(optimizer):
         return optimizer.scale_loss(tf.constant(1.0))
     return tf.constant(1.0)
+
+
+def dense_gradients(gradients):
+    """`gradients` with every `tf.IndexedSlices` made a dense tensor.
+
+    An embedding's gradient arrives as slices, one row per token of the
+    batch, so a token seen twice has two rows. Keras 3's
+    `LossScaleOptimizer.check_finite` scatters a finiteness flag per row
+    into a table (`ops.isfinite` of slices, `tensor_scatter_nd_update`),
+    where the last row of a token overwrites the earlier ones: a NaN row
+    followed by a finite one of the same token passes as finite, and the
+    step is applied with the NaN (Keras 3.15.1; tf_keras and Keras 2.9
+    convert to a dense tensor, which sums the rows, and see it). Dense
+    gradients are checked right in every runtime, and their norm is the
+    norm of the gradient the optimizer applies.
+    """
+    return [
+        tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g
+        for g in gradients
+    ]
+
+
+def apply_gradients_and_report(optimizer, gradients, variables):
+    """Applies `gradients` and returns what the optimizer did with them.
+
+    `gradients` are what `unscale_gradients` returns (under Keras 3's
+    `LossScaleOptimizer` they still carry the loss scale, which the
+    optimizer divides out inside `apply_gradients`). Whether the step was
+    applied is the optimizer's own decision, read from its state before and
+    after: a `LossScaleOptimizer` (either Keras) that applies a step counts
+    it (`step_counter` / `dynamic_counter` + 1) or, at the end of a growth
+    period, doubles its scale; one that skips resets the counter and halves
+    the scale (never below 1 in Keras 2). A plain optimizer applies every
+    step and counts it in `iterations`. (Keras 2's wrapper counts a skipped
+    step in `iterations` too, so that counter cannot tell.)
+
+    Args:
+        optimizer: a Keras optimizer, loss-scaled or not.
+        gradients: one gradient (or None) per variable; `tf.IndexedSlices`
+            are made dense first (`dense_gradients` says why).
+        variables: the variables, in the same order.
+
+    Returns:
+        `(applied, norm, unscaled)`: a boolean scalar tensor; the global L2
+        norm (float32) of `unscaled`, the gradients as the optimizer applies
+        them (without the loss scale; non-finite when the optimizer saw a
+        non-finite gradient); and `unscaled` itself (None kept).
+    """
+    gradients = dense_gradients(gradients)
+    scale = gradient_scale(optimizer)
+    before = _decision_state(optimizer)
+    optimizer.apply_gradients(zip(gradients, variables))
+    after = _decision_state(optimizer)
+    if len(before) == 1:
+        applied = after[0] > before[0]
+    else:
+        applied = tf.logical_or(
+            tf.equal(after[0], before[0] + 1), tf.greater(after[1], before[1])
+        )
+    unscaled = [
+        None if g is None else tf.cast(g, tf.float32) / tf.cast(scale, tf.float32)
+        for g in gradients
+    ]
+    return applied, global_norm(unscaled), unscaled
+
+
+def _decision_state(optimizer):
+    """`(counter, scale)` of a loss-scaled optimizer, `(iterations,)` of
+    another, read as tensors at this point of the step."""
+    if not is_loss_scaled(optimizer):
+        return (_read(optimizer.iterations),)
+    if IS_KERAS_3:
+        return _read(optimizer.step_counter), _read(optimizer.dynamic_scale)
+    return _read(optimizer.dynamic_counter), _read(optimizer.loss_scale)
+
+
+def _read(value):
+    # A copy now: the variable changes inside `apply_gradients`.
+    return tf.identity(tf.convert_to_tensor(value))
+
+
+def global_norm(tensors):
+    """The L2 norm of all `tensors` together (None skipped), in float32,
+    without overflowing: finite values whose squares pass float32's range
+    (|g| above ~1e19) give their finite norm, not Inf; a non-finite value
+    gives Inf or NaN as `tf.linalg.global_norm` does."""
+    tensors = [tf.cast(t, tf.float32) for t in tensors if t is not None]
+    if not tensors:
+        return tf.constant(0.0)
+    plain = tf.linalg.global_norm(tensors)
+    all_finite = tf.reduce_all(
+        tf.stack([tf.reduce_all(tf.math.is_finite(t)) for t in tensors])
+    )
+    # Only finite values whose squares overflowed: divide by the largest.
+    largest = tf.reduce_max(tf.stack([tf.reduce_max(tf.abs(t)) for t in tensors]))
+    divisor = tf.where(largest > 0, largest, 1.0)
+    rescaled = divisor * tf.linalg.global_norm([t / divisor for t in tensors])
+    return tf.where(all_finite & ~tf.math.is_finite(plain), rescaled, plain)

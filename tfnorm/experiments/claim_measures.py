@@ -1,9 +1,12 @@
 """What `tfnorm compare` measures for the claims its controls test.
 
 * `NonFiniteWatch`: the steps whose training loss was NaN or Inf, the steps
-  whose gradients overflowed (skipped by dynamic loss scaling in float16),
-  and, at the first non-finite loss and again at the first overflowed
-  step, where `tfnorm.callbacks.NormHealthMonitor` says it starts: it runs
+  the optimizer skipped (dynamic loss scaling in float16 skips a step whose
+  gradients are not finite: read from the optimizer's own state, the step's
+  `applied`, not inferred from the recorded gradient norm), the steps whose
+  recorded gradient norm was not finite (the same steps, unless a
+  non-finite gradient was applied), and, at the first non-finite loss and
+  again at the first skipped step, where `tfnorm.callbacks.NormHealthMonitor` says it starts: it runs
   the model on that step's batch and names the first norm layer, in call
   order, with non-finite inputs or outputs or a row statistic below its
   `epsilon`. (Gradients can overflow while the loss stays finite; a probe
@@ -30,17 +33,24 @@ KEPT_PROBLEMS = 5
 
 
 class NonFiniteWatch(Action):
-    """Non-finite losses and gradients, and the first broken norm layer."""
+    """Non-finite losses, skipped steps, and the first broken norm layer.
+
+    Reads the step's logs: `loss`, `gradient_norm` (of the gradients the
+    optimizer saw, unscaled), `applied` (the optimizer's decision) and
+    `batch`.
+    """
 
     def __init__(self, model):
         self.model = model
-        self.loss_steps, self.gradient_steps = [], []
+        self.loss_steps, self.skipped_steps, self.gradient_steps = [], [], []
         self.problems, self.overflow_problems = [], []
 
     def on_step_end(self, step, logs):
         if not math.isfinite(logs["gradient_norm"]):
             self.gradient_steps.append(step)
-            if len(self.gradient_steps) == 1:
+        if not logs["applied"]:
+            self.skipped_steps.append(step)
+            if len(self.skipped_steps) == 1:
                 self.overflow_problems = _health_problems(
                     self.model, logs["batch"][0], step
                 )
@@ -58,6 +68,7 @@ class NonFiniteWatch(Action):
         at_overflow = _first_layer(self.overflow_problems)
         return {
             "nonfinite_loss_steps": self.loss_steps,
+            "skipped_steps": self.skipped_steps,
             "nonfinite_gradient_steps": self.gradient_steps,
             "first_broken_norm": first.layer if first else None,
             "first_broken_norm_statistic": first.statistic if first else None,
@@ -172,8 +183,12 @@ def control_summary(runs):
         "seeds_with_nonfinite_loss": len(first_steps),
         "first_nonfinite_step": min(first_steps) if first_steps else None,
         "nonfinite_loss_steps_total": sum(len(r["nonfinite_loss_steps"]) for r in runs),
-        "overflowed_gradient_steps_total": sum(
-            len(r["nonfinite_gradient_steps"]) for r in runs
+        "skipped_steps_total": sum(len(r["skipped_steps"]) for r in runs),
+        # Steps whose recorded gradients were not finite yet applied: 0
+        # unless a non-finite gradient reached the weights.
+        "applied_nonfinite_gradient_steps_total": sum(
+            len(set(r["nonfinite_gradient_steps"]) - set(r["skipped_steps"]))
+            for r in runs
         ),
         "first_broken_norms": layers,
         "first_broken_norms_at_overflow": at_overflow,
@@ -200,9 +215,10 @@ def controls_table(rows):
         "seeds with NaN/Inf loss",
         "first NaN/Inf step",
         "NaN/Inf loss steps (all seeds)",
-        "overflowed gradient steps (all seeds)",
+        "steps skipped by loss scaling (all seeds)",
+        "non-finite gradients applied (all seeds)",
         "first broken norm (health monitor)",
-        "at the first overflowed step",
+        "at the first skipped step",
         "held-out loss, inference mode",
         "held-out loss, batch statistics",
         "held-out accuracy, inference / batch statistics",
@@ -214,7 +230,8 @@ def controls_table(rows):
             f"{row['seeds_with_nonfinite_loss']}/{row['seeds']}",
             _text(row["first_nonfinite_step"]),
             str(row["nonfinite_loss_steps_total"]),
-            str(row["overflowed_gradient_steps_total"]),
+            str(row["skipped_steps_total"]),
+            str(row["applied_nonfinite_gradient_steps_total"]),
             ", ".join(row["first_broken_norms"]) or "-",
             ", ".join(row["first_broken_norms_at_overflow"]) or "-",
             _text(row["final_eval_loss_mean"], "{:.3f}"),

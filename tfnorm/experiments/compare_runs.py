@@ -189,12 +189,13 @@ class PositionTrainer:
             scaled = _keras.scale_loss(self.optimizer, loss)
         grads = tape.gradient(scaled, model.trainable_variables)
         grads = _keras.unscale_gradients(self.optimizer, grads)
-        # Read before `apply_gradients`, which may change the loss scale.
-        scale = _keras.gradient_scale(self.optimizer)
-        self.optimizer.apply_gradients(zip(grads, model.trainable_variables))
-        norm = tf.linalg.global_norm(grads) / scale
-        blocks = per_block_norms(grads, self.block_groups) / scale
-        return loss, norm, blocks
+        # Applied or skipped is the optimizer's decision; the norms are of
+        # the gradients it applied (or refused), without the loss scale.
+        applied, norm, unscaled = _keras.apply_gradients_and_report(
+            self.optimizer, grads, model.trainable_variables
+        )
+        blocks = per_block_norms(unscaled, self.block_groups)
+        return loss, norm, blocks, applied
 
     def _evaluate(self, tokens, targets, weights):
         """(weighted token accuracy, weighted cross-entropy) on one batch."""
@@ -300,13 +301,14 @@ def _step_function(trainer, task, rates, seed):
         rate = float(rates[step - 1])
         trainer.optimizer.learning_rate = rate
         started = time.perf_counter()
-        loss, grad_norm, blocks = trainer.train_step(
+        loss, grad_norm, blocks, applied = trainer.train_step(
             *(tf.constant(part) for part in batch)
         )
         loss = float(loss)  # waits for the step
         logs = {
             "loss": loss,
             "gradient_norm": float(grad_norm),
+            "applied": bool(applied),
             "learning_rate": rate,
             "batch": batch,
             "step_seconds": time.perf_counter() - started,

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tfnorm import _keras
 from tfnorm._keras import tf
 
 
@@ -64,7 +65,7 @@ def per_block_norms(gradients, groups):
     """A vector: the l2 norm of each group's gradients (inside a step)."""
     # `global_norm` skips a weight without a gradient (None).
     return tf.stack(
-        [tf.linalg.global_norm([gradients[i] for i in group]) for group in groups]
+        [_keras.global_norm([gradients[i] for i in group]) for group in groups]
     )
 
 

@@ -48,3 +48,38 @@ def test_evaluation_uses_the_training_batch_size():
     metrics = steps.evaluate(eval_step, dataset(10), batch_size=4)
     assert seen == [4, 4, 2]
     assert metrics == {"val_loss": 1.0, "val_accuracy": 0.3}
+
+
+def test_the_train_step_reports_a_float16_step_the_loss_scaling_skipped(mixed_policy):
+    from tfnorm import _keras
+    from tfnorm._keras import keras, tf
+
+    mixed_policy("mixed_float16")
+    ids = keras.Input((3,), dtype="int32")
+    pooled = keras.layers.GlobalAveragePooling1D()(keras.layers.Embedding(6, 4)(ids))
+    model = keras.Model(ids, keras.layers.Dense(2, name="logits")(pooled))
+    optimizer = _keras.loss_scale_optimizer(keras.optimizers.Adam(1e-3))
+    _keras.build_optimizer(optimizer, model.trainable_variables)
+    strategy = tf.distribute.get_strategy()
+    train_step = steps.make_train_step(model, optimizer, strategy, 2)
+    batch = (tf.constant([[1, 1, 2], [3, 1, 1]]), tf.constant([0, 1]))
+    kernel = model.get_layer("logits").kernel
+    fine = kernel.numpy()
+    # 1e5 is finite in float32 but overflows float16's range (65504) in
+    # the forward pass: the gradients are not finite.
+    kernel.assign(np.full(fine.shape, 1e5, "float32"))
+    before = [w.numpy() for w in model.weights]
+    loss, correct, applied = train_step(*batch)
+    assert not bool(applied)
+    assert steps.step_logs(loss, correct, applied, optimizer)["skipped"] == 1.0
+    for old, weight in zip(before, model.weights):
+        np.testing.assert_array_equal(weight.numpy(), old)
+    kernel.assign(fine)
+    loss, correct, applied = train_step(*batch)
+    assert bool(applied) and np.isfinite(float(loss))
+    assert steps.step_logs(loss, correct, applied, optimizer)["skipped"] == 0.0
+    assert all(np.all(np.isfinite(w.numpy())) for w in model.weights)
+    # A float32 run's logs are as they were: no loss scaling, nothing skipped.
+    assert "skipped" not in steps.step_logs(
+        loss, correct, applied, keras.optimizers.Adam(1e-3)
+    )

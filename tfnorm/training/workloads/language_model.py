@@ -167,13 +167,15 @@ class LanguageModelWorkload(Workload):
 
         def step_fn(step):
             inputs, targets = train.batch(next(order))
-            loss, correct = train_step(
+            loss, correct, applied = train_step(
                 *steps.to_replicas(setup.strategy, inputs, targets)
             )
             setup.step.assign(step)
             setup.examples_seen.assign_add(config.batch_size)
             # The progress line divides by the batch size: a token accuracy.
-            return {"loss": float(loss), "correct": float(correct) / config.max_len}
+            return steps.step_logs(
+                loss, float(correct) / config.max_len, applied, setup.optimizer
+            )
 
         return step_fn
 

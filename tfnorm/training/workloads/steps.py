@@ -26,10 +26,13 @@ def correct_count(labels, logits):
 
 
 def make_train_step(model, optimizer, strategy, global_batch_size):
-    """A compiled step: `(ids, labels) -> (summed loss, correct count)`.
+    """A compiled step: `(ids, labels) -> (summed loss, correct count, applied)`.
 
-    Gradient clipping is the optimizer's (see `tfnorm.optim.optimizers`),
-    which clips the gradient summed over the replicas on every runtime.
+    `applied` is the optimizer's own decision (`_keras.apply_gradients_and_report`):
+    under float16 loss scaling a step whose gradients are not finite is
+    skipped (False), and nothing of it reaches a weight. Gradient clipping
+    is the optimizer's (see `tfnorm.optim.optimizers`), which clips the
+    gradient summed over the replicas on every runtime.
     """
 
     def replica_step(ids, labels):
@@ -45,25 +48,38 @@ def make_train_step(model, optimizer, strategy, global_batch_size):
         gradients = _keras.unscale_gradients(optimizer, gradients)
         # Embedding gradients arrive as IndexedSlices whose row count depends
         # on each replica's tokens; the all-reduce across replicas needs equal
-        # shapes, so they are made dense.
-        gradients = [
-            tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g
-            for g in gradients
-        ]
-        optimizer.apply_gradients(zip(gradients, variables))
-        return loss, correct_count(labels, logits)
+        # shapes, and Keras 3's loss scaling misjudges them (see
+        # `_keras.dense_gradients`), so they are made dense.
+        applied, _, _ = _keras.apply_gradients_and_report(
+            optimizer, gradients, variables
+        )
+        return loss, correct_count(labels, logits), tf.cast(applied, tf.int32)
 
     # No Python control flow depends on tensors here, and autograph's
     # conversion of the Keras call stack costs seconds per trace.
     @tf.function(autograph=False)
     def train_step(ids, labels):
-        loss, correct = strategy.run(replica_step, args=(ids, labels))
+        loss, correct, applied = strategy.run(replica_step, args=(ids, labels))
         return (
             strategy.reduce(tf.distribute.ReduceOp.SUM, loss, axis=None),
             strategy.reduce(tf.distribute.ReduceOp.SUM, correct, axis=None),
+            # Every replica applies the same all-reduced step, or none does.
+            strategy.reduce(tf.distribute.ReduceOp.SUM, applied, axis=None)
+            == strategy.num_replicas_in_sync,
         )
 
     return train_step
+
+
+def step_logs(loss, correct, applied, optimizer):
+    """The logs of one of tfnorm's steps: `loss`, `correct` and, when the
+    optimizer scales the loss (float16), `skipped` (1.0 for a step the loss
+    scaling skipped, 0.0 otherwise: the progress line shows its mean, the
+    share of skipped steps)."""
+    logs = {"loss": float(loss), "correct": float(correct)}
+    if _keras.is_loss_scaled(optimizer):
+        logs["skipped"] = 0.0 if bool(applied) else 1.0
+    return logs
 
 
 def classifier_step_fn(setup, train_set, batch_size, seed):
@@ -80,10 +96,10 @@ def classifier_step_fn(setup, train_set, batch_size, seed):
 
     def step_fn(step):
         ids, labels = next(stream)
-        loss, correct = train_step(*to_replicas(setup.strategy, ids, labels))
+        loss, correct, applied = train_step(*to_replicas(setup.strategy, ids, labels))
         setup.step.assign(step)
         setup.examples_seen.assign_add(batch_size)
-        return {"loss": float(loss), "correct": float(correct)}
+        return step_logs(loss, correct, applied, setup.optimizer)
 
     return step_fn
 
