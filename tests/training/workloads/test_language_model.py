@@ -216,7 +216,7 @@ def test_a_validation_text_too_short_to_measure_by_is_warned_about(tmp_path):
     warnings = [line for line in lines if line.startswith("warning:")]
     # 18 of 3001 tokens held out: 17 predicted bytes; 300 are enough.
     assert warnings == [
-        "warning: val_split (--val-split) 0.006 holds out 18 byte tokens of the "
+        "warning: val_split=0.006 holds out 18 byte tokens of the "
         "text: the validation metrics are over 17 predicted bytes, each moving "
         "val_accuracy by 5.9%; raise val_split to hold out at least 101 tokens "
         "for a steadier measure"

@@ -218,7 +218,7 @@ def small_validation_warning(report):
     if not report["val_tokens"] or predicted >= FEW_VAL_PREDICTIONS:
         return None
     return (
-        f"warning: val_split (--val-split) {report['val_split']:g} holds out "
+        f"warning: val_split={report['val_split']:g} holds out "
         f"{report['val_tokens']} byte tokens of the text: the validation "
         f"metrics are over {predicted} predicted bytes, each moving "
         f"val_accuracy by {1 / max(predicted, 1):.1%}; raise val_split to hold "
