@@ -99,6 +99,9 @@ OPTIMIZERS = ("adamw", "adam", "sgd")
 #: Learning-rate decays of `tfnorm.training.WarmupSchedule`.
 DECAYS = ("cosine", "linear", "inverse_sqrt", "constant")
 
+#: What the weight decay of `tfnorm train` shrinks (`tfnorm.optim.decay_patterns`).
+DECAY_TARGETS = ("matrices", "kernels", "matrices_and_biases", "all")
+
 #: Distribution strategies of `tfnorm.distribute.get_strategy`.
 STRATEGIES = ("auto", "default", "one_device", "mirrored", "multi_worker")
 

@@ -62,7 +62,14 @@ from tfnorm.training.config.train_config import TrainConfig
 from tfnorm.training.data import DataError
 from tfnorm.training.loop import actions, reporting, signals
 from tfnorm.training.loop.driver import LoopResult, Stop, run_loop
-from tfnorm.training.rundir import checkpoints, export, outputs, resume, run_identity
+from tfnorm.training.rundir import (
+    checkpoints,
+    evaluations,
+    export,
+    outputs,
+    resume,
+    run_identity,
+)
 from tfnorm.training.rundir.outputs import EXIT_STATUS
 from tfnorm.training.rundir.paths import RunPaths
 from tfnorm.training.rundir.progress_log import ProgressLog
@@ -194,22 +201,32 @@ class _Run:
         steps_per_epoch = config.steps_per_epoch or self.workload.steps_per_epoch(
             config.batch_size
         )
-        total_steps = config.epochs * steps_per_epoch
+        # `max_steps` ends the run, or the epochs do, whichever comes first.
+        ends = [config.max_steps] if config.max_steps else []
+        if config.epochs:
+            ends.append(config.epochs * steps_per_epoch)
+        total_steps = min(ends)
         if config.warmup_steps > total_steps:
+            made_of = (
+                f"epochs={config.epochs} x steps_per_epoch={steps_per_epoch}"
+                if total_steps != config.max_steps
+                else f"max_steps={config.max_steps}"
+            )
             raise ConfigError(
                 "warmup_steps",
                 f"warmup_steps exceeds the run's {total_steps} steps "
-                f"(epochs={config.epochs} x steps_per_epoch={steps_per_epoch}). "
-                f"Received: warmup_steps={config.warmup_steps}",
+                f"({made_of}). Received: warmup_steps={config.warmup_steps}",
             )
         return actions.Cadence(
             steps_per_epoch,
             total_steps,
             config.checkpoint_every,
             epoch_checkpoints=config.epoch_checkpoints,
+            eval_every=config.eval_every,
         )
 
     def _start_step(self, setup, cadence):
+        self._describe_decay(setup)
         if self.resumed.checkpoint:
             start = int(setup.step.numpy())
             self.log.line(f"resumed from step {start} ({self.resumed.checkpoint})")
@@ -217,12 +234,29 @@ class _Run:
         examples = len(self.workload)
         self.log.line(
             f"starting from step 0: {cadence.total_steps} steps "
-            f"({self.config.epochs} epochs x {cadence.steps_per_epoch}), "
+            + (
+                f"({self.config.epochs} epochs x {cadence.steps_per_epoch}), "
+                if cadence.total_steps != self.config.max_steps
+                else f"(max_steps; {cadence.steps_per_epoch} an epoch), "
+            )
             + (f"{examples} training examples from " if examples else "data from ")
             + f"{self.workload.source}, "
             f"{setup.replicas} replica(s), policy {setup.policy}"
         )
         return 0
+
+    def _describe_decay(self, setup):
+        """Which variables the weight decay shrinks, when the run's own AdamW
+        decides it (a compiled `model_fn` model keeps its own optimizer)."""
+        from tfnorm.optim.optimizers import describe_decay
+
+        optimizer = getattr(setup.optimizer, "inner_optimizer", setup.optimizer)
+        if hasattr(optimizer, "decays_variable"):
+            variables = setup.model.trainable_variables
+            self.log.line(
+                f"{describe_decay(optimizer, variables)}; "
+                f"weight_decay_on {self.config.weight_decay_on}"
+            )
 
     def _write_run_files(self):
         if not self.paths.owns_directories:
@@ -279,13 +313,31 @@ class _Run:
         chosen.append(checkpointing)
         evaluate = self.workload.evaluate_fn(setup)
         if evaluate is not None:
-            chosen.append(
-                reporting.Evaluation(
-                    evaluate, logdir, cadence, self.config.epochs, self.log
-                )
-            )
+            chosen.append(self._evaluation(setup, evaluate, logdir, cadence))
         chosen.append(signals.SignalStop(self.flag, self.log, last_checkpoint))
         return chosen
+
+    def _evaluation(self, setup, evaluate, logdir, cadence):
+        config, paths = self.config, self.paths
+        best = None
+        if config.keep_best:
+            best = evaluations.BestCheckpoint(
+                setup.checkpoint,
+                paths.own_checkpoint_dir,
+                scratch=not paths.owns_directories,
+            )
+        return reporting.Evaluation(
+            evaluate,
+            logdir,
+            cadence,
+            self.log,
+            estimate=self.workload.estimate_fn(setup),
+            initial=self.workload.evaluates_at_start or bool(config.eval_every),
+            record=evaluations.EvaluationRecord(
+                paths.checkpoint_dir, write=paths.owns_directories
+            ),
+            best=best,
+        )
 
     def _nan_guard(self, model, cadence, probe_batch, last_checkpoint):
         def diagnose(step):
@@ -311,11 +363,11 @@ class _Run:
             self.log,
             logdir=logdir,
             cadence=cadence,
-            epochs=config.epochs,
             batch_size=config.batch_size,
             log_every=config.log_every,
             learning_rate=setup.learning_rate,
             reset=self.workload.reset_window(setup),
+            tokens_per_example=self.workload.tokens_per_example,
         )
 
     # ------------------------------------------------------------------ the end
@@ -373,6 +425,7 @@ class _Run:
         checkpointing = next(
             a for a in run_actions if isinstance(a, actions.Checkpointing)
         )
+        evaluation = [a for a in run_actions if isinstance(a, reporting.Evaluation)]
         return outputs.summary(
             result,
             self.config,
@@ -384,6 +437,7 @@ class _Run:
             model_path=exported.path if exported else None,
             seconds=time.time() - self.started,
             export=exported.to_dict() if exported else None,
+            best_checkpoint=evaluation[0].summary if evaluation else None,
         )
 
     def _write_summary(self, summary):

@@ -15,6 +15,7 @@ import os
 from tfnorm._checks import FLOAT32_MAX, MAX_SEED
 from tfnorm._errors import setting_key
 from tfnorm.choices import (
+    DECAY_TARGETS,
     DECAYS,
     DECODER_PRESET_NORMS,
     LANGUAGE_MODEL_TASK,
@@ -240,21 +241,50 @@ class TrainConfig(DeclaredSettings):
         scope=ANY_MODEL,
     )
     weight_decay: float = setting(
-        0.01, OPTIMISATION, "decoupled weight decay of adamw; never applied to "
-        "norms or biases", number(0.0), resume=LOGGED, scope=ANY_MODEL,
+        0.01, OPTIMISATION, "decoupled weight decay of adamw, on the variables "
+        f"{setting_key('weight_decay_on')} names", number(0.0), resume=LOGGED, scope=ANY_MODEL,
+    )  # fmt: skip
+    min_learning_rate: float = setting(
+        0.0, OPTIMISATION, f"the floor the {setting_key('decay')} decays towards "
+        f"(cosine and linear end there; at most {setting_key('learning_rate')})",
+        number(0.0, FLOAT32_MAX), resume=LOGGED, scope=ANY_MODEL,
+    )  # fmt: skip
+    beta1: float = setting(
+        0.9, OPTIMISATION, "Adam's decay rate of the gradient mean (adam, adamw)",
+        number(0.0, below=1.0), resume=LOGGED, scope=ANY_MODEL,
+    )  # fmt: skip
+    beta2: float = setting(
+        0.999, OPTIMISATION, "Adam's decay rate of the squared gradient (adam, "
+        "adamw; language models often use 0.95)", number(0.0, below=1.0),
+        resume=LOGGED, scope=ANY_MODEL,
+    )  # fmt: skip
+    adam_epsilon: float = setting(
+        1e-8, OPTIMISATION, "Adam's stabiliser added to the root of the squared "
+        "gradient (adam, adamw)", number(maximum=FLOAT32_MAX, above=0.0),
+        resume=LOGGED, scope=ANY_MODEL,
+    )  # fmt: skip
+    weight_decay_on: str = setting(
+        "matrices", OPTIMISATION, f"the variables {setting_key('weight_decay')} shrinks: "
+        "matrices (dense kernels and embeddings), kernels (dense kernels only, "
+        "not embeddings), matrices_and_biases, or all (the norms' gamma/beta "
+        "too); norms and biases are skipped unless named",
+        choice(DECAY_TARGETS), resume=LOGGED, scope=ANY_MODEL,
     )  # fmt: skip
     clipnorm: float | None = setting(
         1.0, OPTIMISATION, "global gradient-norm clipping, 'none' or 0 to disable",
         number(maximum=FLOAT32_MAX, above=0.0), optional=True, off=("off", "false", "0", 0, False), resume=LOGGED, scope=ANY_MODEL,
     )  # fmt: skip
-    epochs: int = setting(
-        1,
-        OPTIMISATION,
-        "passes over the data",
-        POSITIVE,
-        resume=LOGGED,
-        scope=ANY_MODEL,
-    )
+    epochs: int | None = setting(
+        None, OPTIMISATION, f"passes over the data; with {setting_key('max_steps')}, "
+        "whichever ends first", POSITIVE, optional=True,
+        default_text=f"1, or as many as {setting_key('max_steps')} takes",
+        resume=LOGGED, scope=ANY_MODEL,
+    )  # fmt: skip
+    max_steps: int | None = setting(
+        None, OPTIMISATION, "the step the run ends at (the learning-rate decay "
+        "ends there too)", POSITIVE, optional=True,
+        default_text=f"{setting_key('epochs')} passes", resume=LOGGED, scope=ANY_MODEL,
+    )  # fmt: skip
     steps_per_epoch: int | None = setting(
         None, OPTIMISATION, "steps per epoch", POSITIVE,
         optional=True, default_text="one pass over the training set", resume=LOGGED, scope=ANY_MODEL,
@@ -266,6 +296,23 @@ class TrainConfig(DeclaredSettings):
     seed: int = setting(
         0, OPTIMISATION, f"seed of the data, weights and order (0..{MAX_SEED})",
         integer(0, MAX_SEED), resume=FIXED, scope=ANY_MODEL,
+    )  # fmt: skip
+    eval_every: int | None = setting(
+        None, OPTIMISATION, "steps between validation evaluations, plus one at "
+        "step 0 and at the last step", POSITIVE, optional=True,
+        default_text="each epoch end and the last step (a language model: step 0 too)",
+        resume=FREE, scope=ANY_MODEL,
+    )  # fmt: skip
+    eval_batches: int | None = setting(
+        None, OPTIMISATION, "estimate the validation loss between evaluations "
+        "from this many fixed batches of the held-out text; the evaluation "
+        "at the last step reads all of it", POSITIVE, optional=True,
+        default_text="all of the held-out text", resume=LOGGED, scope=LANGUAGE_MODEL,
+    )  # fmt: skip
+    keep_best: bool = setting(
+        False, OUTPUTS, "also keep the checkpoint of the lowest validation loss "
+        "in CHECKPOINT_DIR/best", boolean, flags=("--keep-best",),
+        action="store_true", resume=LOGGED, scope=LANGUAGE_MODEL,
     )  # fmt: skip
     # Runtime.
     strategy: str = setting(
@@ -331,6 +378,8 @@ class TrainConfig(DeclaredSettings):
 
     def _finish(self, values):
         checks.check_scope(values, type(self))
+        if values["epochs"] is None and values["max_steps"] is None:
+            values["epochs"] = 1
         if values["norm"] is None and values["model_fn"] is None:
             if values["task"] != LANGUAGE_MODEL_TASK:  # its preset's norm
                 values["norm"] = "layer"

@@ -30,18 +30,31 @@ class Cadence:
     """
 
     def __init__(
-        self, steps_per_epoch, total_steps, checkpoint_every, epoch_checkpoints=False
-    ):
+        self, steps_per_epoch, total_steps, checkpoint_every, epoch_checkpoints=False,
+        eval_every=None,
+    ):  # fmt: skip
         self.steps_per_epoch = steps_per_epoch
         self.total_steps = total_steps
         self.checkpoint_every = checkpoint_every
         self.epoch_checkpoints = epoch_checkpoints
+        self.eval_every = eval_every
+
+    @property
+    def epochs(self):
+        """The epochs the run's steps reach into (the last one may be partial)."""
+        return self.epoch(self.total_steps)
 
     def epoch_end(self, step):
         return step % self.steps_per_epoch == 0
 
     def epoch(self, step):
         return math.ceil(step / self.steps_per_epoch)
+
+    def evaluation_due(self, step):
+        """Every `eval_every` steps, else at each epoch end; and at the last step."""
+        if self.eval_every:
+            return self.every(step, self.eval_every)
+        return self.epoch_end(step) or step == self.total_steps
 
     def every(self, step, period):
         """True every `period` steps and at the last step."""

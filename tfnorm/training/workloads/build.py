@@ -62,7 +62,6 @@ def build_classifier_setup(config, train_set, total_steps):
         ConfigError: `batch_size` does not split evenly over the replicas.
     """
     from tfnorm.models import build_classifier
-    from tfnorm.optim.schedules import WarmupSchedule
 
     strategy, policy = prepare_runtime(config)
     with strategy.scope(), _keras.checkpointable_random_state():
@@ -80,9 +79,7 @@ def build_classifier_setup(config, train_set, total_steps):
             dropout_rate=config.dropout_rate,
             epsilon=config.epsilon,
         )
-        schedule = WarmupSchedule(
-            config.learning_rate, config.warmup_steps, total_steps, decay=config.decay
-        )
+        schedule = run_schedule(config, total_steps)
         optimizer = run_optimizer(config, model, schedule)
         optimizer = wrap_and_build(optimizer, model)
         return assemble(strategy, policy, model, schedule, optimizer)
@@ -147,20 +144,44 @@ def assemble(strategy, policy, model, schedule, optimizer, data_iterator=None):
     )
 
 
+def run_schedule(config, total_steps):
+    """The learning-rate schedule of the run's settings: the warm-up, then
+    the decay to `min_learning_rate` at `total_steps`."""
+    from tfnorm.optim.schedules import WarmupSchedule
+
+    return WarmupSchedule(
+        config.learning_rate,
+        config.warmup_steps,
+        total_steps,
+        decay=config.decay,
+        final_lr=config.min_learning_rate,
+    )
+
+
 def run_optimizer(config, model, schedule):
-    """The optimizer the run's settings describe (AdamW without decay on norms).
+    """The optimizer the run's settings describe (AdamW decaying the
+    variables `weight_decay_on` names; by default not norms or biases).
 
     Clipping (`clipnorm`) is the optimizer's own: it clips the gradient
     summed over the replicas on every runtime.
     """
-    from tfnorm.optim.optimizers import make_optimizer
+    from tfnorm.optim.optimizers import decay_target, make_optimizer
 
+    exclude, decay_norms = decay_target(config.weight_decay_on)
+    extra = {}
+    if config.optimizer != "sgd":
+        extra = dict(
+            beta_1=config.beta1, beta_2=config.beta2, epsilon=config.adam_epsilon
+        )
     return make_optimizer(
         config.optimizer,
         learning_rate=schedule,
         weight_decay=config.weight_decay,
+        exclude_from_weight_decay=exclude,
+        decay_norms=decay_norms,
         clipnorm=config.clipnorm,
         model=model,
+        **extra,
     )
 
 
