@@ -26,6 +26,7 @@ import dataclasses
 import os
 import sys
 
+from tfnorm.choices import LANGUAGE_MODEL_TASK
 from tfnorm.cli.flags import add_setting_flags, describe, fail
 from tfnorm.training.config.checks import same_file
 from tfnorm.training.config.config_file import load_config_file
@@ -148,6 +149,12 @@ def run(args):
         return 0
 
     from tfnorm.training.data import DataError
+
+    try:
+        _check_text(config)
+    except DataError as error:
+        return _fail(_describe_config_error(error))
+
     from tfnorm.training.trainer import EXIT_STATUS, train
     from tfnorm.training.workloads.user_code import UserCodeError
 
@@ -172,6 +179,16 @@ def run(args):
         # stdout is gone (`| head`, a closed terminal); summary.json says it.
         _silence_stdout()
     return EXIT_STATUS[summary["status"]]
+
+
+def _check_text(config):
+    """Reads a language model's text before TensorFlow loads (seconds), so
+    an empty, non-UTF-8 or too short text fails at once; the run then uses
+    the corpus read here (`byte_text.read_corpus` keeps it)."""
+    if config.task == LANGUAGE_MODEL_TASK:
+        from tfnorm.training.data import byte_text
+
+        byte_text.read_corpus(config.data, config.max_len, config.val_split)
 
 
 def _silence_stdout():

@@ -112,10 +112,24 @@ def test_a_directory_without_text_files_is_refused(tmp_path):
         read_corpus(str(tmp_path), max_len=4)
 
 
-def test_a_validation_share_too_small_to_predict_is_refused(tmp_path):
+@pytest.mark.parametrize("val_split, held_out", [(0.02, 1), (0.13, 4)])
+def test_a_validation_share_shorter_than_one_context_is_refused(
+    tmp_path, val_split, held_out
+):
     path = write(tmp_path / "a.txt", "x" * 30)
-    with pytest.raises(DataError, match=r"\(val_split 0\.02\) is 1 token, too short"):
-        read_corpus(path, max_len=4, val_split=0.02)
+    expected = rf"\(val_split {val_split}\) is {held_out} tokens, shorter than one window of 5"
+    with pytest.raises(DataError, match=expected):
+        read_corpus(path, max_len=4, val_split=val_split)
+    assert len(read_corpus(path, max_len=4, val_split=0.17).val) == 1  # 5 tokens
+
+
+def test_the_same_text_is_read_once_until_it_changes(tmp_path, monkeypatch):
+    path = write(tmp_path / "a.txt", "x" * 30)
+    first = read_corpus(path, max_len=4, val_split=0.2)
+    assert read_corpus(path, max_len=4, val_split=0.2) is first
+    assert read_corpus(path, max_len=5, val_split=0.2) is not first
+    write(tmp_path / "a.txt", "y" * 31)
+    assert read_corpus(path, max_len=5, val_split=0.2).train.tokens[0] == ord("y")
 
 
 def test_the_unigram_baseline_is_the_cross_entropy_of_training_frequencies(tmp_path):

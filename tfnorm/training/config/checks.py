@@ -178,7 +178,7 @@ def _check_optimisation(values):
     if floor > peak:
         raise ConfigError(
             "min_learning_rate",
-            f"{setting_key('min_learning_rate')} must be at most "
+            "min_learning_rate must be at most the peak "
             f"{setting_key('learning_rate')} (the decay goes down to it). "
             f"Received: min_learning_rate={floor!r}, learning_rate={peak!r}",
         )
@@ -191,7 +191,7 @@ def _check_optimisation(values):
         ):
             raise ConfigError(
                 key,
-                f"{setting_key(key)} applies to "
+                f"{key} applies to "
                 f"{'adamw' if key == 'weight_decay_on' else 'adam and adamw'}, "
                 f"not {setting_key('optimizer', values['optimizer'])}. "
                 f"Received: {key}={values[key]!r}",
@@ -207,7 +207,7 @@ def _check_evaluation(values):
         if values[key] not in (None, False):
             raise ConfigError(
                 key,
-                f"{setting_key(key)} needs held-out text to evaluate, but "
+                f"{key} needs held-out text to evaluate, but "
                 f"{setting_key('val_split', 0)} holds none out. "
                 f"Received: {key}={values[key]!r}, val_split=0.0",
             )
