@@ -207,8 +207,8 @@ def _read_corpus(files, max_len, val_split):
         # Shorter than one context, it would measure the model on contexts
         # shorter than it trains on (or on none at all).
         raise DataError(
-            f"{source}: the validation share ({setting_key('val_split')} "
-            f"{val_split}) is {held_out} tokens, shorter than one window of "
+            f"{source}: the validation share ({setting_key('val_split', val_split)}"
+            f") is {held_out} tokens, shorter than one window of "
             f"{max_len + 1} tokens (a context of "
             f"{setting_key('max_len', max_len)} and the token after it); raise "
             f"{setting_key('val_split')}, lower {setting_key('max_len')}, or "
