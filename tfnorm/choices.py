@@ -99,6 +99,9 @@ OPTIMIZERS = ("adamw", "adam", "sgd")
 #: Learning-rate decays of `tfnorm.training.WarmupSchedule`.
 DECAYS = ("cosine", "linear", "inverse_sqrt", "constant")
 
+#: How `tfnorm train --task lm` cuts its training windows from the text.
+WINDOW_ORDERS = ("sequential", "random")
+
 #: What the weight decay of `tfnorm train` shrinks (`tfnorm.optim.decay_patterns`).
 DECAY_TARGETS = ("matrices", "kernels", "matrices_and_biases", "all")
 

@@ -158,6 +158,8 @@ CONFIG_CASES = [
     ("beta2 with sgd", flags("--optimizer", "sgd", "--beta2", "0.95"), r"--beta2 .*beta2 applies to adam and adamw, not --optimizer sgd\. Received: beta2=0\.95"),
     ("weight decay on norms", flags("--weight-decay-on", "norms"), r"--weight-decay-on .*Received: weight_decay_on='norms'"),
     ("weight decay on with adam", flags("--optimizer", "adam", "--weight-decay-on", "all"), r"--weight-decay-on .*weight_decay_on applies to adamw, not --optimizer adam"),
+    ("windows without lm", flags("--windows", "random"), r"--windows .*--task lm only"),
+    ("windows shuffled", text_run("--windows", "shuffled"), r"--windows .*Received: windows='shuffled'"),
     ("yaml keep best string", yaml_config("keep_best: maybe\n"), r"--keep-best .*keep_best='maybe'"),
 ]  # fmt: skip
 

@@ -329,3 +329,18 @@ def test_bad_text_is_refused_before_tensorflow_loads(
     assert result.returncode == 2 and expected in result.stderr, result.stderr
     assert "tensorflow imported: False" in result.stdout
     assert not (tmp_path / "run").exists()
+
+
+def test_random_windows_resume_exactly_where_the_run_stopped(tmp_path, capsys):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(corpus_text(3000), encoding="utf-8")
+    flags = ["--task", "lm", "--data", str(corpus), *MODEL_FLAGS, "--no-export"]
+    flags += ["--windows", "random", "--decay", "constant", "--val-split", "0"]
+    reference, logdir = tmp_path / "reference", tmp_path / "run"
+    assert main(command(reference, *flags, "--max-steps", "4", model_flags=[])[3:]) == 0
+    assert main(command(logdir, *flags, "--max-steps", "2", model_flags=[])[3:]) == 0
+    assert main(command(logdir, *flags, "--max-steps", "4", model_flags=[])[3:]) == 0
+    assert "resumed from step 2" in capsys.readouterr().out
+    _, expected = final_values(reference)
+    _, actual = final_values(logdir)
+    assert all(np.array_equal(actual[k], expected[k]) for k in expected)

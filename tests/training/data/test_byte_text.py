@@ -150,3 +150,20 @@ def test_the_unigram_baseline_is_the_cross_entropy_of_training_frequencies(tmp_p
         ]
         is None
     )
+
+
+def test_random_windows_start_anywhere_and_resume_at_any_batch(tmp_path):
+    corpus = read_corpus(write(tmp_path / "a.txt", "abcdefghij" * 20), max_len=8)
+    stream = corpus.train.random_batches(4, seed=3)
+    first = [next(stream) for _ in range(3)]
+    inputs, targets = first[0]
+    assert inputs.shape == targets.shape == (4, 8)
+    np.testing.assert_array_equal(inputs[:, 1:], targets[:, :-1])
+    # Byte p of the text is "abcdefghij"[p % 10]: windows cut one after the
+    # other start at multiples of 8, on a, c, e, g or i only.
+    firsts = {chr(batch[0][row, 0]) for batch in first for row in range(4)}
+    assert firsts & set("bdfhj"), firsts
+    again = next(corpus.train.random_batches(4, seed=3, start_example=8))
+    np.testing.assert_array_equal(again[0], first[2][0])
+    other = next(corpus.train.random_batches(4, seed=4))
+    assert not np.array_equal(other[0], inputs)

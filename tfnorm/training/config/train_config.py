@@ -25,6 +25,7 @@ from tfnorm.choices import (
     PRECISION_MODES,
     STRATEGIES,
     TRAIN_TASKS,
+    WINDOW_ORDERS,
     norms_help,
 )
 from tfnorm.training.config import checks
@@ -159,6 +160,13 @@ class TrainConfig(DeclaredSettings):
         resume=FIXED,
         scope=CLASSIFIER,
     )
+    windows: str = setting(
+        "sequential", DATA, f"with {setting_key('task', LANGUAGE_MODEL_TASK)}: "
+        "sequential (the text cut into windows one after the other, visited "
+        "in a seeded order) or random (each window starts at a seeded random "
+        "byte, so the model sees every offset)", choice(WINDOW_ORDERS),
+        resume=FIXED, scope=LANGUAGE_MODEL,
+    )  # fmt: skip
     # Model.
     num_layers: int = setting(
         2, MODEL, "encoder blocks (decoder blocks of a language model)", POSITIVE,

@@ -116,6 +116,27 @@ class TokenWindows:
         windows = self.tokens[starts + np.arange(self.max_len + 1)]
         return windows[:, :-1], windows[:, 1:]
 
+    def batch_at(self, starts):
+        """`(inputs, targets)` of the windows starting at token offsets
+        `starts` (each at most `len(tokens) - max_len - 1`)."""
+        windows = self.tokens[
+            np.asarray(starts, np.int64)[:, None] + np.arange(self.max_len + 1)
+        ]
+        return windows[:, :-1], windows[:, 1:]
+
+    def random_batches(self, batch_size, seed, start_example=0):
+        """Batches of windows at random offsets, each batch drawn from its
+        own generator seeded by `seed` and the batch's number: batch `k` is
+        the same however the run got there, so a run resumed at
+        `start_example` (a multiple of `batch_size`) sees what an
+        uninterrupted one would."""
+        number = int(start_example) // batch_size
+        last_start = len(self.tokens) - self.max_len - 1
+        while True:
+            rng = np.random.RandomState([seed % 2**32, number % 2**32, 7])
+            yield self.batch_at(rng.randint(0, last_start + 1, size=batch_size))
+            number += 1
+
     @property
     def tail(self):
         rest = self.tokens[len(self) * self.max_len :]

@@ -3,7 +3,8 @@
 The model is `tfnorm.build_decoder` (its `preset`, with the run's model
 settings over it) on byte tokens (`tfnorm.training.data.byte_text`): every
 UTF-8 text trains as it is, with nothing to download or fit. Training
-windows of `max_len + 1` bytes are visited in an order fixed by `seed`,
+windows of `max_len + 1` bytes are visited in an order fixed by `seed`
+(or, with `windows` "random", start at seeded random bytes),
 with the same batch order, train step and replica split as the classifier's
 (`workloads.steps`), so a checkpoint resumes exactly and the strategies work
 as they do for it. The loss is the mean cross-entropy per token; the
@@ -151,12 +152,17 @@ class LanguageModelWorkload(Workload):
             setup.strategy,
             config.batch_size * config.max_len,
         )
-        order = steps.index_batches(
-            len(train), config.batch_size, config.seed, int(setup.examples_seen.numpy())
-        )
+        seen = int(setup.examples_seen.numpy())
+        if config.windows == "random":
+            batches = train.random_batches(config.batch_size, config.seed, seen)
+        else:
+            order = steps.index_batches(
+                len(train), config.batch_size, config.seed, seen
+            )
+            batches = (train.batch(indices) for indices in order)
 
         def step_fn(step):
-            inputs, targets = train.batch(next(order))
+            inputs, targets = next(batches)
             loss, correct = train_step(
                 *steps.to_replicas(setup.strategy, inputs, targets)
             )
