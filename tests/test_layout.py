@@ -154,3 +154,88 @@ def test_the_checks_see_a_circle_and_a_long_module():
         "tfnorm.training.workloads.classifier"
         in (graph["tfnorm.training.workloads.selection"])
     )
+
+
+def _non_package_modules(graph, modules, prefix):
+    return {
+        module
+        for module in graph
+        if module.startswith(prefix) and not modules[module].endswith("__init__.py")
+    }
+
+
+def _floors(graph, members):
+    """The number of modules on the longest import chain within `members`."""
+    depth = {}
+
+    def floor(module):
+        if module not in depth:
+            below = [floor(target) for target in graph[module] if target in members]
+            depth[module] = 1 + max(below, default=0)
+        return depth[module]
+
+    return max(floor(module) for module in members)
+
+
+MODEL_FAMILIES = ("tfnorm.models.encoder", "tfnorm.models.decoder")
+MAX_MODEL_FLOORS = 5
+
+
+def test_no_model_family_imports_the_other():
+    graph, _ = _import_graph()
+    crossings = {
+        (module, target)
+        for family in MODEL_FAMILIES
+        for other in MODEL_FAMILIES
+        if other != family
+        for module in graph
+        if module.startswith(family)
+        for target in graph[module]
+        if target.startswith(other)
+    }
+    assert not crossings
+
+
+def test_models_are_at_most_five_floors_deep():
+    graph, modules = _import_graph()
+    members = _non_package_modules(graph, modules, "tfnorm.models.")
+    assert _floors(graph, members) <= MAX_MODEL_FLOORS
+
+
+def _private_imports(modules):
+    """(importer, module, name) for every private name (not a module) one
+    tfnorm package takes from another's module."""
+    found = set()
+    for module, path in modules.items():
+        package = module if path.endswith("__init__.py") else module.rpartition(".")[0]
+        for node in ast.walk(_tree(path)):
+            if not (isinstance(node, ast.ImportFrom) and node.module):
+                continue
+            source = node.module
+            if not source.startswith("tfnorm"):
+                continue
+            is_package = modules.get(source, "").endswith("__init__.py")
+            source_package = source if is_package else source.rpartition(".")[0]
+            for alias in node.names:
+                private = alias.name.startswith("_")
+                if private and f"{source}.{alias.name}" not in modules:
+                    if source_package != package:
+                        found.add((module, source, alias.name))
+    return found
+
+
+def test_no_module_imports_a_private_name_of_another_package():
+    assert not _private_imports(_modules())
+
+
+def test_the_layout_checks_see_floors_and_private_imports():
+    graph = {"a": {"b"}, "b": {"c"}, "c": set(), "d": {"c"}}
+    assert _floors(graph, {"a", "b", "c", "d"}) == 3
+    assert _floors(graph, {"b", "c", "d"}) == 2
+    # The compatibility package is imported as a module, not a private name.
+    modules = _modules()
+    graph, _ = _import_graph()
+    assert "tfnorm._keras" in graph["tfnorm.models.block_parts"]
+    assert ("tfnorm.models.block_parts", "tfnorm", "_keras") not in _private_imports(
+        modules
+    )

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from tfnorm._keras import keras, tf
-from tfnorm.models.builders import build_encoder
+from tfnorm.models.encoder.builders import build_encoder
 from tfnorm.optim.optimizers import variable_path
 
 

@@ -67,7 +67,7 @@ def build_model(
         `(model, encoder)`.
     """
     from tfnorm.models import build_encoder
-    from tfnorm.models.text_layers import PaddingMask, TokenAndPositionEmbedding
+    from tfnorm.models.encoder.text_layers import PaddingMask, TokenAndPositionEmbedding
 
     tokens = keras.Input((seq_len,), dtype="int32", name="tokens")
     embedded = TokenAndPositionEmbedding(

@@ -4,22 +4,31 @@ from __future__ import annotations
 
 from tfnorm._keras import save_model
 from tfnorm.choices import NORM_POSITIONS
-from tfnorm.models.builders import build_encoder, encoder_from_keras_hub, encoder_layer
-from tfnorm.models.classifier import build_classifier
-from tfnorm.models.decoder_block import TransformerDecoderBlock
-from tfnorm.models.decoder_builders import DECODER_PRESETS, build_decoder, decoder_layer
-from tfnorm.models.decoder_interop import decoder_from_keras_hub, decoder_to_keras_hub
-from tfnorm.models.decoder_layers import PositionEmbedding, TokenEmbedding
-from tfnorm.models.decoder_model import DecoderModel
-from tfnorm.models.encoder_block import TransformerEncoderBlock
-from tfnorm.models.encoder_model import EncoderModel
-from tfnorm.models.matrix_initializer import MatrixInitializer
-from tfnorm.models.norm_swap import ConversionError, replace_norms
-from tfnorm.models.text_layers import (
+from tfnorm.models.decoder import (
+    DECODER_PRESETS,
+    DecoderModel,
+    PositionEmbedding,
+    TokenEmbedding,
+    TransformerDecoderBlock,
+    build_decoder,
+    decoder_from_keras_hub,
+    decoder_layer,
+    decoder_to_keras_hub,
+)
+from tfnorm.models.encoder import (
+    EncoderModel,
     PaddingMask,
     SequencePooling,
     TokenAndPositionEmbedding,
+    TransformerEncoderBlock,
+    build_classifier,
+    build_encoder,
+    encoder_from_keras_hub,
+    encoder_layer,
 )
+from tfnorm.models.masked_model import MaskedSequenceModel
+from tfnorm.models.matrix_initializer import MatrixInitializer
+from tfnorm.models.norm_swap import ConversionError, replace_norms
 
 __all__ = [
     "ConversionError",
@@ -33,6 +42,7 @@ __all__ = [
     "decoder_to_keras_hub",
     "decoder_layer",
     "EncoderModel",
+    "MaskedSequenceModel",
     "MatrixInitializer",
     "NORM_POSITIONS",
     "PaddingMask",

@@ -9,11 +9,10 @@ and `TransformerDecoderBlock` take the same pieces.
 
 from __future__ import annotations
 
-from tfnorm._checks import check_choice, check_positive_int, check_rate, is_int
+from tfnorm._checks import check_choice, check_positive_int, check_rate
 from tfnorm._keras import build_sublayer, keras, tf
 from tfnorm.choices import NORM_POSITIONS
 from tfnorm.layers.factory import norm_from_spec
-from tfnorm.models.matrix_initializer import MatrixInitializer
 
 
 def validate_norm_position(norm_position):
@@ -59,12 +58,6 @@ def checked_depth(norm_position, num_layers_total, builder="tfnorm.build_encoder
             "num_layers_total=None"
         )
     return num_layers_total
-
-
-def initializer_seed(config):
-    """The integer seed of a serialised initializer, or None."""
-    seed = config.get("config", {}).get("seed") if isinstance(config, dict) else None
-    return seed if is_int(seed) else None
 
 
 def serializable_norm_spec(norm, epsilon):
@@ -169,38 +162,6 @@ def through_branches(
                 first, residual + dropout(branch(x), training=training), padding_mask
             )
     return x
-
-
-def kernel_initializer_copy(initializer, index=0):
-    """A copy of `initializer` for a block's kernel number `index`.
-
-    A seeded initializer's copies would all repeat its seed, giving equally
-    shaped kernels the same values; kernel `index` gets `seed + index`
-    instead.
-    """
-    config = keras.initializers.serialize(initializer)
-    seed = initializer_seed(config)
-    if seed is not None:
-        config = dict(config, config=dict(config["config"], seed=seed + index))
-    return keras.initializers.get(config)
-
-
-def redraw_seeded_projections(initializer, projections, width):
-    """Draws attention projections 1.. again, each with its own seed.
-
-    MultiHeadAttention copies its one initializer to all four projections,
-    so a seeded one gives query, key, value and output the same matrix in
-    Keras 3 and tf_keras; projection `i` gets `kernel_initializer_copy(i)`,
-    drawn as a `width x width` matrix.
-    """
-    if initializer_seed(keras.initializers.serialize(initializer)) is None:
-        return
-    for index, dense in enumerate(projections[1:], start=1):
-        matrix = MatrixInitializer(
-            kernel_initializer_copy(initializer, index), (width, width)
-        )
-        with tf.init_scope():
-            dense.kernel.assign(matrix(dense.kernel.shape, dtype=dense.kernel.dtype))
 
 
 def scale_kernels(dense_layers, gain):

@@ -1,9 +1,12 @@
-"""`MatrixInitializer`: initialise a multi-axis kernel as the matrix it stands for."""
+"""`MatrixInitializer`: initialise a multi-axis kernel as the matrix it stands for;
+and the per-kernel copies of a block's one initializer that both families draw
+their kernels with."""
 
 from __future__ import annotations
 
 import math
 
+from tfnorm._checks import is_int
 from tfnorm._keras import keras, register_serializable, tf
 
 
@@ -90,3 +93,41 @@ class MatrixInitializer(keras.initializers.Initializer):
             "initializer": keras.initializers.serialize(self.initializer),
             "matrix_shape": list(self.matrix_shape),
         }
+
+
+def initializer_seed(config):
+    """The integer seed of a serialised initializer, or None."""
+    seed = config.get("config", {}).get("seed") if isinstance(config, dict) else None
+    return seed if is_int(seed) else None
+
+
+def kernel_initializer_copy(initializer, index=0):
+    """A copy of `initializer` for a block's kernel number `index`.
+
+    A seeded initializer's copies would all repeat its seed, giving equally
+    shaped kernels the same values; kernel `index` gets `seed + index`
+    instead.
+    """
+    config = keras.initializers.serialize(initializer)
+    seed = initializer_seed(config)
+    if seed is not None:
+        config = dict(config, config=dict(config["config"], seed=seed + index))
+    return keras.initializers.get(config)
+
+
+def redraw_seeded_projections(initializer, projections, width):
+    """Draws attention projections 1.. again, each with its own seed.
+
+    MultiHeadAttention copies its one initializer to all four projections,
+    so a seeded one gives query, key, value and output the same matrix in
+    Keras 3 and tf_keras; projection `i` gets `kernel_initializer_copy(i)`,
+    drawn as a `width x width` matrix.
+    """
+    if initializer_seed(keras.initializers.serialize(initializer)) is None:
+        return
+    for index, dense in enumerate(projections[1:], start=1):
+        matrix = MatrixInitializer(
+            kernel_initializer_copy(initializer, index), (width, width)
+        )
+        with tf.init_scope():
+            dense.kernel.assign(matrix(dense.kernel.shape, dtype=dense.kernel.dtype))

@@ -29,7 +29,7 @@ from tfnorm.training.config.settings import (
 # The synthetic tasks' smallest default vocabulary (`make_synthetic`), and
 # the vocabulary limit of data files.
 _SYNTHETIC_VOCAB = 16
-_FILE_VOCAB = 20000
+FILE_VOCAB = 20000
 # The largest model and step `resolve` lets through: weights, or one layer's
 # attention scores or feed-forward activations for a batch, past 2**31 values
 # (8 GiB in float32) exceed TensorFlow's int32 tensor sizes and most
@@ -308,7 +308,7 @@ def _check_model_size(values):
         values["num_layers"],
     )
     vocab = values["vocab_size"] or (
-        _FILE_VOCAB if values["data"] else max(_SYNTHETIC_VOCAB, 2 * max_len + 1)
+        FILE_VOCAB if values["data"] else max(_SYNTHETIC_VOCAB, 2 * max_len + 1)
     )
     if values["task"] == LANGUAGE_MODEL_TASK:
         vocab = _BYTE_VOCAB

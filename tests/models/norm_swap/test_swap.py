@@ -1,4 +1,4 @@
-"""`tfnorm.replace_norms` (tfnorm/models/norm_swap.py): Keras norms to
+"""`tfnorm.replace_norms` (tfnorm/models/norm_swap/swap.py): Keras norms to
 tfnorm's and back, same outputs."""
 
 from __future__ import annotations

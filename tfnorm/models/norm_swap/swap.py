@@ -20,7 +20,7 @@ from tfnorm._keras import (
 )
 from tfnorm.layers.base_normalization import BaseNormalization
 from tfnorm.layers.foreign import foreign_norm
-from tfnorm.models.norm_counterparts import (
+from tfnorm.models.norm_swap.counterparts import (
     ConversionError,
     class_path,
     counterpart,

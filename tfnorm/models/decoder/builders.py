@@ -5,43 +5,16 @@ from __future__ import annotations
 from tfnorm._checks import check_choice, check_positive_int, check_rate
 from tfnorm._keras import keras
 from tfnorm.layers.factory import norm_from_spec, norm_takes_epsilon
-from tfnorm.models.decoder_block import TransformerDecoderBlock
-from tfnorm.models.decoder_layers import PositionEmbedding, TokenEmbedding
-from tfnorm.models.decoder_model import DecoderModel
-from tfnorm.models.decoder_options import check_bool
-from tfnorm.models.encoder_block import validate_norm_position
-from tfnorm.models.encoder_model import EncoderModel
+from tfnorm.models.block_parts import validate_norm_position
+from tfnorm.models.decoder.block import TransformerDecoderBlock
+from tfnorm.models.decoder.embeddings import PositionEmbedding, TokenEmbedding
+from tfnorm.models.decoder.model import DecoderModel
+from tfnorm.models.decoder.options import check_bool
+from tfnorm.models.decoder.presets import DECODER_PRESETS
+from tfnorm.models.masked_model import MaskedSequenceModel
 
 #: `position_embedding` choices of `build_decoder`.
 POSITION_EMBEDDINGS = ("rotary", "learned", "none")
-
-#: The architecture each `preset` of `build_decoder` selects.
-DECODER_PRESETS = {
-    "llama": {
-        "norm": "rms",
-        "epsilon": 1e-6,
-        "norm_position": "pre",
-        "position_embedding": "rotary",
-        "rope_max_wavelength": 10000.0,
-        "feed_forward": "swiglu",
-        "use_bias": False,
-        "tie_embeddings": False,
-        "final_norm": None,
-        "dropout_rate": 0.0,
-    },
-    "gpt2": {
-        "norm": "layer",
-        "epsilon": 1e-5,
-        "norm_position": "pre",
-        "position_embedding": "learned",
-        "rope_max_wavelength": 10000.0,
-        "feed_forward": "gelu_tanh",
-        "use_bias": True,
-        "tie_embeddings": True,
-        "final_norm": None,
-        "dropout_rate": 0.1,
-    },
-}
 
 #: Options of `build_decoder` beyond the preset's (all may be overridden).
 _OTHER_OPTIONS = {
@@ -85,7 +58,7 @@ def decoder_layer(
         **block_options: the keyword options of `TransformerDecoderBlock`.
 
     Returns:
-        A `tfnorm.models.EncoderModel` (inputs `sequence`, `padding_mask`),
+        A `tfnorm.models.MaskedSequenceModel` (inputs `sequence`, `padding_mask`),
         or a plain functional model with `with_padding_mask=False`.
     """
     block = TransformerDecoderBlock(
@@ -96,7 +69,7 @@ def decoder_layer(
         return keras.Model(sequence, block(sequence), name=name)
     padding_mask = keras.Input(shape=(seq_len,), dtype="float32", name="padding_mask")
     outputs = block(sequence, padding_mask=padding_mask)
-    return EncoderModel([sequence, padding_mask], outputs, name=name)
+    return MaskedSequenceModel([sequence, padding_mask], outputs, name=name)
 
 
 def _resolve_options(preset, overrides):

@@ -1,5 +1,5 @@
-"""`EncoderModel`: a functional encoder whose padding-mask input is optional,
-and the base it shares with `DecoderModel`."""
+"""The functional model base both families share: a `(sequence,
+padding_mask)` model that may also be called with the sequence alone."""
 
 from __future__ import annotations
 
@@ -46,32 +46,14 @@ class OptionalMaskModel(keras.Model):
 
 
 @register_model_class
-class EncoderModel(OptionalMaskModel):
+class MaskedSequenceModel(OptionalMaskModel):
     """A functional model of `(sequence, padding_mask)` that also takes `sequence` alone.
 
-    `tfnorm.encoder_layer` and `tfnorm.build_encoder` return this class.
-    It is an ordinary functional `keras.Model` with two inputs, `sequence`
-    `(batch, seq, d_model)` and `padding_mask` `(batch, seq)` (1 for real
-    tokens, 0 for padding), plus one convenience: called with the sequence
-    alone, it fills in the padding mask itself, as keras-hub's
-    `TransformerEncoder(x, padding_mask=None)` does:
-
-    ```
-    model(x)                 padding_mask = implicit Keras mask of x, if any,
-                             else all ones (every position is real)
-    model([x, padding_mask]) as given
-    ```
-
-    The implicit mask of `x` (e.g. from `Embedding(mask_zero=True)`) is
-    passed on to the output in both forms. Saving and reloading keep both
-    call forms (the class is registered as `tfnorm>EncoderModel`).
-
-    Example:
-
-    >>> import numpy as np, tfnorm
-    >>> encoder = tfnorm.build_encoder(2, 32, 4, 64)
-    >>> encoder(np.zeros((2, 8, 32), "float32")).shape
-    TensorShape([2, 8, 32])
+    Called with the sequence alone it fills in the padding mask itself: the
+    implicit Keras mask of the sequence if it has one, else all ones. The
+    implicit mask is passed on to the output in both forms.
+    `tfnorm.decoder_layer` returns this class; `tfnorm.models.EncoderModel`
+    is the encoder family's name for it.
     """
 
     main_input = "sequence"

@@ -7,13 +7,13 @@ from tfnorm._checks import check_positive_int
 from tfnorm._keras import keras
 from tfnorm.layers.factory import norm_from_spec
 from tfnorm.models.block_parts import apply_norm
-from tfnorm.models.encoder_block import TransformerEncoderBlock, validate_norm_position
-from tfnorm.models.encoder_model import EncoderModel
-from tfnorm.models.keras_hub_reader import (
+from tfnorm.models.encoder.block import TransformerEncoderBlock, validate_norm_position
+from tfnorm.models.encoder.keras_hub import (
     copy_keras_hub_encoder_weights,
     keras_hub_encoder_options,
     keras_hub_option,
 )
+from tfnorm.models.encoder.model import EncoderModel
 
 # Positions whose last block leaves an un-normalised residual stream, so the
 # stack needs one more norm before the output.

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from tfnorm._checks import check_number, check_positive_int
 from tfnorm._keras import EinsumDense, keras, tf
-from tfnorm.models.block_parts import kernel_initializer_copy
-from tfnorm.models.matrix_initializer import MatrixInitializer
+from tfnorm.models.matrix_initializer import MatrixInitializer, kernel_initializer_copy
 
 #: `feed_forward` choices: SwiGLU (LLaMA), exact GELU, GELU's tanh
 #: approximation (GPT-2) and ReLU.

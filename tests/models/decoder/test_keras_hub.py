@@ -7,7 +7,7 @@ import pytest
 
 import tfnorm
 from tfnorm import _keras
-from tfnorm.models.decoder_interop import decoder_from_keras_hub
+from tfnorm.models.decoder.keras_hub import decoder_from_keras_hub
 
 
 def _keras_hub():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from tfnorm._keras import padding_mask_like, register_model_class
-from tfnorm.models.encoder_model import OptionalMaskModel
+from tfnorm.models.masked_model import OptionalMaskModel
 
 _BLOCK_NAME = re.compile(r"block_(\d+)$")
 

@@ -25,13 +25,13 @@ from tfnorm.models.block_parts import (
     through_branches,
     validate_norm_position,
 )
-from tfnorm.models.causal_attention import (
+from tfnorm.models.decoder.attention import (
     causal_mask,
     grouped_attention,
     rotary_embedding,
     update_cache,
 )
-from tfnorm.models.decoder_options import (
+from tfnorm.models.decoder.options import (
     ACTIVATIONS,
     FEED_FORWARDS,
     KERNELS,

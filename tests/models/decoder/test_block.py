@@ -11,7 +11,7 @@ from tests.testing import assert_reloads_in_fresh_process, random_input
 from tfnorm._keras import keras, tf
 from tfnorm.callbacks import find_norm_layers
 from tfnorm.choices import NORM_NAMES, NORM_POSITIONS
-from tfnorm.models.decoder_options import FEED_FORWARDS
+from tfnorm.models.decoder.options import FEED_FORWARDS
 
 D_MODEL, HEADS, DFF = 16, 4, 32
 
@@ -349,6 +349,8 @@ def test_save_and_reload_in_a_fresh_process():
 
 def test_decoder_layer_is_one_block_as_a_functional_model():
     layer = tfnorm.decoder_layer(D_MODEL, HEADS, DFF, norm="layer")
+    # The family-neutral model class, not the encoder's.
+    assert type(layer) is tfnorm.models.MaskedSequenceModel
     x = random_input((2, 5, D_MODEL), seed=17)
     assert layer(x).shape == (2, 5, D_MODEL)
     block = layer.get_layer("block")

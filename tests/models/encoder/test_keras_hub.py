@@ -1,4 +1,4 @@
-"""Reading keras-hub's TransformerEncoder (tfnorm/models/keras_hub_reader.py)
+"""Reading keras-hub's TransformerEncoder (tfnorm/models/encoder/keras_hub.py)
 into tfnorm's blocks: `TransformerEncoderBlock.from_keras_hub` and
 `tfnorm.models.encoder_from_keras_hub` give the same outputs."""
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from tfnorm._keras import tf
-from tfnorm.models.causal_attention import (
+from tfnorm.models.decoder.attention import (
     causal_mask,
     grouped_attention,
     rotary_embedding,

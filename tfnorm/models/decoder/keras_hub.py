@@ -12,8 +12,8 @@ import re
 
 from tfnorm.layers.layer_normalization import LayerNormalization
 from tfnorm.layers.rms_norm import RMSNorm
-from tfnorm.models.decoder_builders import build_decoder
-from tfnorm.models.decoder_model import DecoderModel
+from tfnorm.models.decoder.builders import build_decoder
+from tfnorm.models.decoder.model import DecoderModel
 
 # keras-hub Llama options that tfnorm's decoder has no counterpart for, with
 # the value that means "off".

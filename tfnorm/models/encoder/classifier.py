@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from tfnorm._checks import check_positive_int, check_rate
 from tfnorm._keras import keras
-from tfnorm.models.builders import build_encoder
-from tfnorm.models.text_layers import (
+from tfnorm.models.encoder.builders import build_encoder
+from tfnorm.models.encoder.text_layers import (
     PaddingMask,
     SequencePooling,
     TokenAndPositionEmbedding,

@@ -21,21 +21,23 @@ from tfnorm.models.block_parts import (
     checked_depth,
     combined_attention_mask,
     deepnorm_beta,
-    kernel_initializer_copy,
     norm_names,
     optional_rate,
-    redraw_seeded_projections,
     residual_scale,
     scale_kernels,
     serializable_norm_spec,
     through_branches,
     validate_norm_position,
 )
-from tfnorm.models.keras_hub_reader import (
+from tfnorm.models.encoder.keras_hub import (
     copy_keras_hub_encoder_weights,
     keras_hub_encoder_options,
 )
-from tfnorm.models.matrix_initializer import MatrixInitializer
+from tfnorm.models.matrix_initializer import (
+    MatrixInitializer,
+    kernel_initializer_copy,
+    redraw_seeded_projections,
+)
 
 
 @register_serializable
@@ -187,7 +189,7 @@ class TransformerEncoderBlock(Layer):
 
         Builds `cls(**options)` from `layer`'s sizes, activation, epsilon,
         dropout sites and norm position (`normalize_first=True` is `"pre"`),
-        as `tfnorm.models.keras_hub_reader.keras_hub_encoder_options` reads
+        as `tfnorm.models.encoder.keras_hub.keras_hub_encoder_options` reads
         them, and copies its weights, so outputs match (float32, 1e-5), with
         or without a padding mask. `layer` is not changed, and keras-hub is
         not imported. `tfnorm.models.encoder_from_keras_hub` converts a
