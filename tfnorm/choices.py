@@ -99,6 +99,11 @@ OPTIMIZERS = ("adamw", "adam", "sgd")
 #: Learning-rate decays of `tfnorm.training.WarmupSchedule`.
 DECAYS = ("cosine", "linear", "inverse_sqrt", "constant")
 
+#: The decoder's feed-forward networks (`TransformerDecoderBlock`'s
+#: `feed_forward`): SwiGLU (LLaMA), exact GELU, GELU's tanh approximation
+#: (GPT-2) and ReLU.
+DECODER_FEED_FORWARDS = ("swiglu", "gelu", "gelu_tanh", "relu")
+
 #: How `tfnorm train --task lm` cuts its training windows from the text.
 WINDOW_ORDERS = ("sequential", "random")
 

@@ -160,6 +160,11 @@ CONFIG_CASES = [
     ("weight decay on with adam", flags("--optimizer", "adam", "--weight-decay-on", "all"), r"--weight-decay-on .*weight_decay_on applies to adamw, not --optimizer adam"),
     ("windows without lm", flags("--windows", "random"), r"--windows .*--task lm only"),
     ("windows shuffled", text_run("--windows", "shuffled"), r"--windows .*Received: windows='shuffled'"),
+    ("feed forward swish", text_run("--feed-forward", "swish"), r"--feed-forward .*Received: feed_forward='swish'"),
+    ("bias maybe", text_run("--bias", "maybe"), r"--bias .*true or false\. Received: bias='maybe'"),
+    ("bias without lm", flags("--bias", "false"), r"--bias .*--task lm only"),
+    ("init std 0", text_run("--init-std", "0"), r"--init-std .*Received: init_std=0"),
+    ("init std 2", text_run("--init-std", "2"), r"--init-std .*Received: init_std=2"),
     ("yaml keep best string", yaml_config("keep_best: maybe\n"), r"--keep-best .*keep_best='maybe'"),
 ]  # fmt: skip
 

@@ -344,3 +344,23 @@ def test_random_windows_resume_exactly_where_the_run_stopped(tmp_path, capsys):
     _, expected = final_values(reference)
     _, actual = final_values(logdir)
     assert all(np.array_equal(actual[k], expected[k]) for k in expected)
+
+
+def test_the_presets_feed_forward_biases_and_initialisation_can_be_overridden(
+    tmp_path, capsys
+):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(corpus_text(3000), encoding="utf-8")
+    logdir = tmp_path / "run"
+    argv = ["train", "--task", "lm", "--data", str(corpus), *MODEL_FLAGS]
+    argv += ["--preset", "gpt2", "--bias", "false", "--feed-forward", "relu"]
+    argv += ["--init-std", "0.02", "--weight-decay-on", "all", "--val-split", "0"]
+    argv += ["--max-steps", "1", "--no-export", "--logdir", str(logdir)]
+    assert main(argv) == 0, capsys.readouterr().err
+    recipe = json.loads((logdir / "language_model.json").read_text())["build_decoder"]
+    assert recipe["use_bias"] is False and recipe["feed_forward"] == "relu"
+    assert recipe["init_std"] == 0.02
+    # No biases left: embeddings, 4 attention and 2 feed-forward kernels,
+    # 3 norms' gamma and beta; all decayed.
+    out = capsys.readouterr().out
+    assert "weight decay 0.01 on 14 of 14 variables (all of them)" in out

@@ -17,6 +17,7 @@ from tfnorm._errors import setting_key
 from tfnorm.choices import (
     DECAY_TARGETS,
     DECAYS,
+    DECODER_FEED_FORWARDS,
     DECODER_PRESET_NORMS,
     LANGUAGE_MODEL_TASK,
     NORM_POSITIONS,
@@ -194,6 +195,26 @@ class TrainConfig(DeclaredSettings):
         "rotary positions, SwiGLU, no biases) or gpt2 (LayerNorm, learned "
         "positions, GELU, biases, head tied to the embedding); the model "
         "settings given override it", choice(tuple(DECODER_PRESET_NORMS)),
+        resume=FIXED, scope=LANGUAGE_MODEL,
+    )  # fmt: skip
+    feed_forward: str | None = setting(
+        None, MODEL, "the language model's feed-forward network: swiglu "
+        "(gated, SiLU), gelu, gelu_tanh (GPT-2's) or relu",
+        choice(DECODER_FEED_FORWARDS), optional=True, default_text="its preset's",
+        resume=FIXED, scope=LANGUAGE_MODEL,
+    )  # fmt: skip
+    bias: bool | None = setting(
+        None, MODEL, "biases in the language model's attention and "
+        "feed-forward layers (true or false)", boolean, optional=True,
+        metavar="{true,false}", default_text="its preset's", resume=FIXED,
+        scope=LANGUAGE_MODEL,
+    )  # fmt: skip
+    init_std: float | None = setting(
+        None, MODEL, "draw the language model's kernels and embeddings from "
+        "N(0, INIT_STD), the kernels writing into the residual stream scaled "
+        "by 1/sqrt(2 * num_layers), as GPT-2 (0.02)",
+        number(maximum=1.0, above=0.0), optional=True, metavar="INIT_STD",
+        default_text="glorot_uniform kernels, N(0, 0.02) embeddings",
         resume=FIXED, scope=LANGUAGE_MODEL,
     )  # fmt: skip
     norm_position: str = setting(

@@ -56,6 +56,12 @@ def decoder_arguments(config):
         "norm_position": config.norm_position,
         "dropout_rate": config.dropout_rate,
     }
+    if config.feed_forward is not None:
+        arguments["feed_forward"] = config.feed_forward
+    if config.bias is not None:
+        arguments["use_bias"] = config.bias
+    if config.init_std is not None:
+        arguments["init_std"] = config.init_std
     if config.norm is not None:
         arguments["norm"] = config.norm
     if config.epsilon is not None:
