@@ -165,6 +165,7 @@ CONFIG_CASES = [
     ("bias without lm", flags("--bias", "false"), r"--bias .*--task lm only"),
     ("init std 0", text_run("--init-std", "0"), r"--init-std .*Received: init_std=0"),
     ("init std 2", text_run("--init-std", "2"), r"--init-std .*Received: init_std=2"),
+    ("jit with two replicas", flags("--jit-compile", "--strategy", "mirrored", "--devices", "/cpu:0,/cpu:1"), r"--jit-compile .*the 'mirrored' strategy runs 2.*Received: jit_compile=True"),
     ("yaml keep best string", yaml_config("keep_best: maybe\n"), r"--keep-best .*keep_best='maybe'"),
 ]  # fmt: skip
 

@@ -364,3 +364,18 @@ def test_the_presets_feed_forward_biases_and_initialisation_can_be_overridden(
     # 3 norms' gamma and beta; all decayed.
     out = capsys.readouterr().out
     assert "weight decay 0.01 on 14 of 14 variables (all of them)" in out
+
+
+def test_an_xla_compiled_step_trains_like_the_graph_step(tmp_path, capsys):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(corpus_text(3000), encoding="utf-8")
+    argv = ["train", "--task", "lm", "--data", str(corpus), *MODEL_FLAGS]
+    argv += ["--max-steps", "2", "--val-split", "0", "--no-export", "--dropout", "0"]
+    for name, extra in (("graph", []), ("xla", ["--jit-compile"])):
+        assert main([*argv, *extra, "--logdir", str(tmp_path / name)]) == 0
+    capsys.readouterr()
+    graph, xla = (
+        json.loads((tmp_path / name / "summary.json").read_text())["metrics"]["loss"]
+        for name in ("graph", "xla")
+    )
+    assert xla == pytest.approx(graph, rel=1e-3)

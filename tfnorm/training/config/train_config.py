@@ -354,6 +354,11 @@ class TrainConfig(DeclaredSettings):
         "mirrored/one_device (e.g. /gpu:0,/gpu:1)", device_list,
         optional=True, metavar="LIST", default_text="all visible", resume=FREE, scope=ANY_MODEL,
     )  # fmt: skip
+    jit_compile: bool = setting(
+        False, RUNTIME, "XLA-compile the training step of tfnorm's models "
+        "(one replica only)", boolean, flags=("--jit-compile",),
+        action="store_true", resume=LOGGED, scope=CLASSIFIER,
+    )  # fmt: skip
     mixed_precision: str = setting(
         "float32", RUNTIME, "float16 (with loss scaling) or bfloat16 compute",
         precision, metavar="{" + ",".join(PRECISION_MODES) + "}", resume=FIXED, scope=ANY_MODEL,

@@ -99,6 +99,14 @@ def prepare_runtime(config):
     except DeviceError as error:
         raise ConfigError("devices", str(error)) from None
     replicas = strategy.num_replicas_in_sync
+    if getattr(config, "jit_compile", False) and replicas > 1:
+        raise ConfigError(
+            "jit_compile",
+            f"jit_compile compiles one replica's step; the {config.strategy!r} "
+            f"strategy runs {replicas}, whose gradients are summed outside "
+            "XLA. Leave it out, or train on one device. "
+            f"Received: jit_compile=True, strategy={config.strategy!r}",
+        )
     if config.batch_size % replicas:
         raise ConfigError(
             "batch_size",

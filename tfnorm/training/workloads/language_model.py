@@ -157,6 +157,7 @@ class LanguageModelWorkload(Workload):
             setup.optimizer,
             setup.strategy,
             config.batch_size * config.max_len,
+            jit_compile=config.jit_compile,
         )
         seen = int(setup.examples_seen.numpy())
         if config.windows == "random":
