@@ -118,7 +118,7 @@ def test_a_validation_share_shorter_than_one_context_is_refused(
 ):
     path = write(tmp_path / "a.txt", "x" * 30)
     expected = (
-        rf"\(val_split {val_split}\) is {held_out} tokens, shorter than one window of 5"
+        rf"\(val_split={val_split}\) is {held_out} tokens, shorter than one window of 5"
     )
     with pytest.raises(DataError, match=expected):
         read_corpus(path, max_len=4, val_split=val_split)
