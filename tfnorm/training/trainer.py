@@ -62,18 +62,12 @@ from tfnorm.training.config.train_config import TrainConfig
 from tfnorm.training.data import DataError
 from tfnorm.training.loop import actions, reporting, signals
 from tfnorm.training.loop.driver import LoopResult, Stop, run_loop
-from tfnorm.training.rundir import (
-    checkpoints,
-    evaluations,
-    export,
-    outputs,
-    resume,
-    run_identity,
-)
+from tfnorm.training.rundir import checkpoints, export, outputs, resume, run_identity
 from tfnorm.training.rundir.outputs import EXIT_STATUS
 from tfnorm.training.rundir.paths import RunPaths
 from tfnorm.training.rundir.progress_log import ProgressLog
 from tfnorm.training.workloads import user_code
+from tfnorm.training.workloads.build import describe_run_decay
 from tfnorm.training.workloads.selection import select_workload
 
 __all__ = ["EXIT_STATUS", "train"]
@@ -201,32 +195,12 @@ class _Run:
         steps_per_epoch = config.steps_per_epoch or self.workload.steps_per_epoch(
             config.batch_size
         )
-        # `max_steps` ends the run, or the epochs do, whichever comes first.
-        ends = [config.max_steps] if config.max_steps else []
-        if config.epochs:
-            ends.append(config.epochs * steps_per_epoch)
-        total_steps = min(ends)
-        if config.warmup_steps > total_steps:
-            made_of = (
-                f"epochs={config.epochs} x steps_per_epoch={steps_per_epoch}"
-                if total_steps != config.max_steps
-                else f"max_steps={config.max_steps}"
-            )
-            raise ConfigError(
-                "warmup_steps",
-                f"warmup_steps exceeds the run's {total_steps} steps "
-                f"({made_of}). Received: warmup_steps={config.warmup_steps}",
-            )
-        return actions.Cadence(
-            steps_per_epoch,
-            total_steps,
-            config.checkpoint_every,
-            epoch_checkpoints=config.epoch_checkpoints,
-            eval_every=config.eval_every,
-        )
+        return actions.Cadence.for_run(config, steps_per_epoch)
 
     def _start_step(self, setup, cadence):
-        self._describe_decay(setup)
+        described = describe_run_decay(setup, self.config)
+        if described:
+            self.log.line(described)
         if self.resumed.checkpoint:
             start = int(setup.step.numpy())
             self.log.line(f"resumed from step {start} ({self.resumed.checkpoint})")
@@ -244,19 +218,6 @@ class _Run:
             f"{setup.replicas} replica(s), policy {setup.policy}"
         )
         return 0
-
-    def _describe_decay(self, setup):
-        """Which variables the weight decay shrinks, when the run's own AdamW
-        decides it (a compiled `model_fn` model keeps its own optimizer)."""
-        from tfnorm.optim.optimizers import describe_decay
-
-        optimizer = getattr(setup.optimizer, "inner_optimizer", setup.optimizer)
-        if hasattr(optimizer, "decays_variable"):
-            variables = setup.model.trainable_variables
-            self.log.line(
-                f"{describe_decay(optimizer, variables)}; "
-                f"weight_decay_on {self.config.weight_decay_on}"
-            )
 
     def _write_run_files(self):
         if not self.paths.owns_directories:
@@ -318,25 +279,15 @@ class _Run:
         return chosen
 
     def _evaluation(self, setup, evaluate, logdir, cadence):
-        config, paths = self.config, self.paths
-        best = None
-        if config.keep_best:
-            best = evaluations.BestCheckpoint(
-                setup.checkpoint,
-                paths.own_checkpoint_dir,
-                scratch=not paths.owns_directories,
-            )
-        return reporting.Evaluation(
+        return reporting.Evaluation.for_run(
             evaluate,
+            self.workload.estimate_fn(setup),
             logdir,
             cadence,
             self.log,
-            estimate=self.workload.estimate_fn(setup),
-            initial=self.workload.evaluates_at_start or bool(config.eval_every),
-            record=evaluations.EvaluationRecord(
-                paths.checkpoint_dir, write=paths.owns_directories
-            ),
-            best=best,
+            initial=self.workload.evaluates_at_start or bool(self.config.eval_every),
+            paths=self.paths,
+            best_of=setup.checkpoint if self.config.keep_best else None,
         )
 
     def _nan_guard(self, model, cadence, probe_batch, last_checkpoint):

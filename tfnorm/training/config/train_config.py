@@ -113,16 +113,11 @@ class TrainConfig(DeclaredSettings):
     )  # fmt: skip
     # Data: a synthetic task or files.
     task: str | None = setting(
-        None,
-        DATA,
-        "synthetic task: sorted (is the sequence sorted), duplicate (does a "
+        None, DATA, "synthetic task: sorted (is the sequence sorted), duplicate (does a "
         "token occur twice), majority (most frequent token class); or lm, a "
         f"causal language model of the text in {setting_key('data')}",
-        choice(TRAIN_TASKS),
-        optional=True,
-        resume=FIXED,
-        scope=CLASSIFIER,
-    )
+        choice(TRAIN_TASKS), optional=True, resume=FIXED, scope=CLASSIFIER,
+    )  # fmt: skip
     data: str | None = setting(
         None, DATA, "training file (CSV, TSV or JSONL); with "
         f"{setting_key('task', LANGUAGE_MODEL_TASK)}: UTF-8 text files, or a directory of .txt files",
@@ -154,19 +149,13 @@ class TrainConfig(DeclaredSettings):
         default_text="3; files: max label + 1, or the number of names", resume=FIXED, scope=CLASSIFIER,
     )  # fmt: skip
     max_len: int = setting(
-        16,
-        DATA,
-        f"tokens per example; with {setting_key('task', LANGUAGE_MODEL_TASK)}: the context, in bytes",
-        integer(MIN_MAX_LEN, 2**20),
-        resume=FIXED,
-        scope=CLASSIFIER,
-    )
+        16, DATA, f"tokens per example; with {setting_key('task', LANGUAGE_MODEL_TASK)}: the context, in bytes",
+        integer(MIN_MAX_LEN, 2**20), resume=FIXED, scope=CLASSIFIER,
+    )  # fmt: skip
     windows: str = setting(
-        "sequential", DATA, f"with {setting_key('task', LANGUAGE_MODEL_TASK)}: "
-        "sequential (the text cut into windows one after the other, visited "
-        "in a seeded order) or random (each window starts at a seeded random "
-        "byte, so the model sees every offset)", choice(WINDOW_ORDERS),
-        resume=FIXED, scope=LANGUAGE_MODEL,
+        "sequential", DATA, f"with {setting_key('task', LANGUAGE_MODEL_TASK)}: sequential (the text cut into "
+        "windows one after the other, visited in a seeded order) or random (each window starts at a seeded "
+        "random byte, so the model sees every offset)", choice(WINDOW_ORDERS), resume=FIXED, scope=LANGUAGE_MODEL,
     )  # fmt: skip
     # Model.
     num_layers: int = setting(
@@ -175,13 +164,9 @@ class TrainConfig(DeclaredSettings):
     )  # fmt: skip
     d_model: int = setting(64, MODEL, "width", POSITIVE, resume=FIXED, scope=CLASSIFIER)
     num_heads: int = setting(
-        4,
-        MODEL,
-        f"attention heads, must divide {setting_key('d_model')}",
-        POSITIVE,
-        resume=FIXED,
-        scope=CLASSIFIER,
-    )
+        4, MODEL, f"attention heads, must divide {setting_key('d_model')}", POSITIVE,
+        resume=FIXED, scope=CLASSIFIER,
+    )  # fmt: skip
     dff: int | None = setting(
         None, MODEL, "feed-forward width", POSITIVE,
         optional=True, default_text="4 * d_model", resume=FIXED, scope=CLASSIFIER,
@@ -198,33 +183,22 @@ class TrainConfig(DeclaredSettings):
         resume=FIXED, scope=LANGUAGE_MODEL,
     )  # fmt: skip
     feed_forward: str | None = setting(
-        None, MODEL, "the language model's feed-forward network: swiglu "
-        "(gated, SiLU), gelu, gelu_tanh (GPT-2's) or relu",
-        choice(DECODER_FEED_FORWARDS), optional=True, default_text="its preset's",
-        resume=FIXED, scope=LANGUAGE_MODEL,
+        None, MODEL, "the language model's feed-forward network: swiglu (gated, SiLU), gelu, gelu_tanh (GPT-2's) or relu",
+        choice(DECODER_FEED_FORWARDS), optional=True, default_text="its preset's", resume=FIXED, scope=LANGUAGE_MODEL,
     )  # fmt: skip
     bias: bool | None = setting(
-        None, MODEL, "biases in the language model's attention and "
-        "feed-forward layers (true or false)", boolean, optional=True,
-        metavar="{true,false}", default_text="its preset's", resume=FIXED,
-        scope=LANGUAGE_MODEL,
+        None, MODEL, "biases in the language model's attention and feed-forward layers (true or false)",
+        boolean, optional=True, metavar="{true,false}", default_text="its preset's", resume=FIXED, scope=LANGUAGE_MODEL,
     )  # fmt: skip
     init_std: float | None = setting(
-        None, MODEL, "draw the language model's kernels and embeddings from "
-        "N(0, INIT_STD), the kernels writing into the residual stream scaled "
-        "by 1/sqrt(2 * num_layers), as GPT-2 (0.02)",
+        None, MODEL, "draw the language model's kernels and embeddings from N(0, INIT_STD), the kernels "
+        "writing into the residual stream scaled by 1/sqrt(2 * num_layers), as GPT-2 (0.02)",
         number(maximum=1.0, above=0.0), optional=True, metavar="INIT_STD",
-        default_text="glorot_uniform kernels, N(0, 0.02) embeddings",
-        resume=FIXED, scope=LANGUAGE_MODEL,
+        default_text="glorot_uniform kernels, N(0, 0.02) embeddings", resume=FIXED, scope=LANGUAGE_MODEL,
     )  # fmt: skip
     norm_position: str = setting(
-        "pre",
-        MODEL,
-        "where the norms sit",
-        choice(NORM_POSITIONS),
-        resume=FIXED,
-        scope=CLASSIFIER,
-    )
+        "pre", MODEL, "where the norms sit", choice(NORM_POSITIONS), resume=FIXED, scope=CLASSIFIER
+    )  # fmt: skip
     pooling: str = setting(
         "mean", MODEL, "token pooling", choice(POOLINGS), resume=FIXED, scope=CLASSIFIER
     )
@@ -238,37 +212,20 @@ class TrainConfig(DeclaredSettings):
     )  # fmt: skip
     # Optimisation.
     optimizer: str = setting(
-        "adamw",
-        OPTIMISATION,
-        "optimizer",
-        choice(OPTIMIZERS),
-        resume=FIXED,
-        scope=ANY_MODEL,
-    )
+        "adamw", OPTIMISATION, "optimizer", choice(OPTIMIZERS), resume=FIXED, scope=ANY_MODEL
+    )  # fmt: skip
     learning_rate: float = setting(
-        1e-3,
-        OPTIMISATION,
-        "peak learning rate",
-        number(maximum=FLOAT32_MAX, above=0.0),
-        resume=LOGGED,
-        scope=ANY_MODEL,
-    )
+        1e-3, OPTIMISATION, "peak learning rate", number(maximum=FLOAT32_MAX, above=0.0),
+        resume=LOGGED, scope=ANY_MODEL,
+    )  # fmt: skip
     warmup_steps: int = setting(
-        0,
-        OPTIMISATION,
-        "linear warm-up steps, 0 for none",
-        NON_NEGATIVE,
-        resume=LOGGED,
-        scope=ANY_MODEL,
-    )
+        0, OPTIMISATION, "linear warm-up steps, 0 for none", NON_NEGATIVE,
+        resume=LOGGED, scope=ANY_MODEL,
+    )  # fmt: skip
     decay: str = setting(
-        "cosine",
-        OPTIMISATION,
-        "learning-rate decay after warm-up",
-        choice(DECAYS),
-        resume=LOGGED,
-        scope=ANY_MODEL,
-    )
+        "cosine", OPTIMISATION, "learning-rate decay after warm-up", choice(DECAYS),
+        resume=LOGGED, scope=ANY_MODEL,
+    )  # fmt: skip
     weight_decay: float = setting(
         0.01, OPTIMISATION, "decoupled weight decay of adamw, on the variables "
         f"{setting_key('weight_decay_on')} names", number(0.0), resume=LOGGED, scope=ANY_MODEL,
@@ -283,20 +240,17 @@ class TrainConfig(DeclaredSettings):
         number(0.0, below=1.0), resume=LOGGED, scope=ANY_MODEL,
     )  # fmt: skip
     beta2: float = setting(
-        0.999, OPTIMISATION, "Adam's decay rate of the squared gradient (adam, "
-        "adamw; language models often use 0.95)", number(0.0, below=1.0),
-        resume=LOGGED, scope=ANY_MODEL,
+        0.999, OPTIMISATION, "Adam's decay rate of the squared gradient (adam, adamw; language models often use 0.95)",
+        number(0.0, below=1.0), resume=LOGGED, scope=ANY_MODEL,
     )  # fmt: skip
     adam_epsilon: float = setting(
-        1e-8, OPTIMISATION, "Adam's stabiliser added to the root of the squared "
-        "gradient (adam, adamw)", number(maximum=FLOAT32_MAX, above=0.0),
-        resume=LOGGED, scope=ANY_MODEL,
+        1e-8, OPTIMISATION, "Adam's stabiliser added to the root of the squared gradient (adam, adamw)",
+        number(maximum=FLOAT32_MAX, above=0.0), resume=LOGGED, scope=ANY_MODEL,
     )  # fmt: skip
     weight_decay_on: str = setting(
-        "matrices", OPTIMISATION, f"the variables {setting_key('weight_decay')} shrinks: "
-        "matrices (dense kernels and embeddings), kernels (dense kernels only, "
-        "not embeddings), matrices_and_biases, or all (the norms' gamma/beta "
-        "too); norms and biases are skipped unless named",
+        "matrices", OPTIMISATION, f"the variables {setting_key('weight_decay')} shrinks: matrices (dense "
+        "kernels and embeddings), kernels (dense kernels only, not embeddings), matrices_and_biases, or all "
+        "(the norms' gamma/beta too); norms and biases are skipped unless named",
         choice(DECAY_TARGETS), resume=LOGGED, scope=ANY_MODEL,
     )  # fmt: skip
     clipnorm: float | None = setting(
@@ -327,21 +281,18 @@ class TrainConfig(DeclaredSettings):
         integer(0, MAX_SEED), resume=FIXED, scope=ANY_MODEL,
     )  # fmt: skip
     eval_every: int | None = setting(
-        None, OPTIMISATION, "steps between validation evaluations, plus one at "
-        "step 0 and at the last step", POSITIVE, optional=True,
-        default_text="each epoch end and the last step (a language model: step 0 too)",
+        None, OPTIMISATION, "steps between validation evaluations, plus one at step 0 and at the last step",
+        POSITIVE, optional=True, default_text="each epoch end and the last step (a language model: step 0 too)",
         resume=FREE, scope=ANY_MODEL,
     )  # fmt: skip
     eval_batches: int | None = setting(
-        None, OPTIMISATION, "estimate the validation loss between evaluations "
-        "from this many fixed batches of the held-out text; the evaluation "
-        "at the last step reads all of it", POSITIVE, optional=True,
+        None, OPTIMISATION, "estimate the validation loss between evaluations from this many fixed batches "
+        "of the held-out text; the evaluation at the last step reads all of it", POSITIVE, optional=True,
         default_text="all of the held-out text", resume=LOGGED, scope=LANGUAGE_MODEL,
     )  # fmt: skip
     keep_best: bool = setting(
-        False, OUTPUTS, "also keep the checkpoint of the lowest validation loss "
-        "in CHECKPOINT_DIR/best", boolean, flags=("--keep-best",),
-        action="store_true", resume=LOGGED, scope=LANGUAGE_MODEL,
+        False, OUTPUTS, "also keep the checkpoint of the lowest validation loss in CHECKPOINT_DIR/best",
+        boolean, flags=("--keep-best",), action="store_true", resume=LOGGED, scope=LANGUAGE_MODEL,
     )  # fmt: skip
     # Runtime.
     strategy: str = setting(

@@ -16,7 +16,7 @@ import time
 
 from tfnorm._keras import tf
 from tfnorm.training.loop.driver import Action, Stop, StopRun
-from tfnorm.training.rundir import events
+from tfnorm.training.rundir import evaluations, events
 from tfnorm.training.rundir.checkpoints import CheckpointWriteError
 
 
@@ -142,6 +142,26 @@ class Evaluation(Action):
         self.best_entry = None
         self.metrics = {}
         self.writer = None
+
+    @classmethod
+    def for_run(
+        cls, evaluate, estimate, logdir, cadence, log, *, initial, paths, best_of
+    ):
+        """The evaluation of a run (`paths`, its `RunPaths`): its record in
+        the checkpoint directory, and with `best_of` (the run's checkpoint)
+        the best one kept in `CHECKPOINT_DIR/best`."""
+        best = None
+        if best_of is not None:
+            best = evaluations.BestCheckpoint(
+                best_of, paths.own_checkpoint_dir, scratch=not paths.owns_directories
+            )
+        record = evaluations.EvaluationRecord(
+            paths.checkpoint_dir, write=paths.owns_directories
+        )
+        return cls(
+            evaluate, logdir, cadence, log, estimate=estimate, initial=initial,
+            record=record, best=best,
+        )  # fmt: skip
 
     def on_start(self, step):
         # A fresh start ignores the record of checkpoints deleted since.

@@ -200,3 +200,16 @@ def wrap_and_build(optimizer, model):
     optimizer = wrap_for_mixed_precision(optimizer)
     _keras.build_optimizer(optimizer, model.trainable_variables)
     return optimizer
+
+
+def describe_run_decay(setup, config):
+    """The progress line saying which variables the weight decay shrinks,
+    or None when the optimizer is not the run's own AdamW (a compiled
+    `model_fn` model keeps its own)."""
+    from tfnorm.optim.optimizers import describe_decay
+
+    optimizer = getattr(setup.optimizer, "inner_optimizer", setup.optimizer)
+    if not hasattr(optimizer, "decays_variable"):
+        return None
+    described = describe_decay(optimizer, setup.model.trainable_variables)
+    return f"{described}; weight_decay_on {config.weight_decay_on}"
