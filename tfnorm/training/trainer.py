@@ -102,10 +102,10 @@ def train(config, handle_signals=True, stdout=None, *, model_fn=None, data_fn=No
         "failed" or "bad_data"),
         `final_step`, `total_steps`, `resumed_from_step` (0 for a fresh
         start), `resumed_from_checkpoint`, `skipped_checkpoints` (damaged
-        ones, each with path and reason), `metrics` (the last loss,
-        accuracy, learning rate, examples/s and validation metrics),
-        `model_path` (None unless completed), `checkpoint`, `nan_report`
-        (for status "nan") and `error` (for "failed" and "bad_data").
+        ones, each with path and reason), `metrics` (the last loss, accuracy,
+        learning rate, examples/s, tokens/s of a language model, validation
+        metrics), `model_path` (None unless completed), `checkpoint`,
+        `best_checkpoint` (with `keep_best`), `nan_report` ("nan"), `error`.
 
     Raises:
         ConfigError: a setting or `TF_CONFIG` is invalid (`error.key` names
