@@ -73,6 +73,8 @@ class BestCheckpoint:
 
     def __init__(self, checkpoint, checkpoint_dir, scratch=False):
         directory = os.path.join(checkpoint_dir, BEST_DIR)
+        if not scratch:  # a save a kill interrupted
+            checkpoints.remove_partial_writes(directory)
         known = checkpoints.read_state_file(directory) or []
         self.writer = checkpoints.CheckpointWriter(checkpoint, directory, 1, known)
         self.scratch = scratch
