@@ -99,6 +99,17 @@ OPTIMIZERS = ("adamw", "adam", "sgd")
 #: Learning-rate decays of `tfnorm.training.WarmupSchedule`.
 DECAYS = ("cosine", "linear", "inverse_sqrt", "constant")
 
+#: The decoder's feed-forward networks (`TransformerDecoderBlock`'s
+#: `feed_forward`): SwiGLU (LLaMA), exact GELU, GELU's tanh approximation
+#: (GPT-2) and ReLU.
+DECODER_FEED_FORWARDS = ("swiglu", "gelu", "gelu_tanh", "relu")
+
+#: How `tfnorm train --task lm` cuts its training windows from the text.
+WINDOW_ORDERS = ("sequential", "random")
+
+#: What the weight decay of `tfnorm train` shrinks (`tfnorm.optim.decay_patterns`).
+DECAY_TARGETS = ("matrices", "kernels", "matrices_and_biases", "all")
+
 #: Distribution strategies of `tfnorm.distribute.get_strategy`.
 STRATEGIES = ("auto", "default", "one_device", "mirrored", "multi_worker")
 

@@ -48,6 +48,16 @@ def file_at(name):
     return arguments
 
 
+def text_run(*argv):
+    """A language model's flags on a small text, and `argv`."""
+
+    def arguments(tmp_path):
+        (tmp_path / "t.txt").write_text("some text to model, " * 20)
+        return ["--task", "lm", "--data", str(tmp_path / "t.txt"), "--logdir", str(tmp_path / "run"), *argv]  # fmt: skip
+
+    return arguments
+
+
 def bad_utf8_config(tmp_path):
     path = tmp_path / "run.yaml"
     path.write_bytes(b"task: sorted\n# caf\xe9\n")
@@ -131,6 +141,32 @@ CONFIG_CASES = [
     ("json nested 10000 deep", lambda t: ["--config", str(write(t, '{"seed": ' + "[" * 10000 + "]" * 10000 + "}", "run.json"))], r"run\.json: nested too deeply"),
     ("config is a directory", lambda t: ["--task", "sorted", "--config", str(t)], r"The config file is a directory"),
     ("config is a fifo", lambda t: ["--task", "sorted", "--config", fifo(t, "run.yaml")], r"The config file is not a regular file"),
+    # Steps, evaluation and the optimizer (issue 46).
+    ("max steps 0", flags("--max-steps", "0"), r"--max-steps .*Received: max_steps=0"),
+    ("warm-up past max steps", flags("--max-steps", "3", "--warmup-steps", "5"), r"--warmup-steps .*exceeds the run's 3 steps \(max_steps=3\)"),
+    ("eval every 0", flags("--eval-every", "0"), r"--eval-every .*Received: eval_every=0"),
+    ("eval batches without lm", flags("--eval-batches", "2"), r"--eval-batches .*--task lm only"),
+    ("eval batches 0", text_run("--eval-batches", "0"), r"--eval-batches .*Received: eval_batches=0"),
+    ("keep best without lm", flags("--keep-best"), r"--keep-best .*--task lm only"),
+    ("keep best without held-out text", text_run("--keep-best", "--val-split", "0"), r"--keep-best .*keep_best needs held-out text to evaluate, but --val-split 0 holds none out"),
+    ("eval every without held-out text", text_run("--eval-every", "5", "--val-split", "0"), r"--eval-every .*eval_every needs held-out text"),
+    ("min lr above the peak", flags("--min-learning-rate", "0.1", "--learning-rate", "0.01"), r"--min-learning-rate .*min_learning_rate must be at most the peak learning_rate \(--learning-rate\) .*Received: min_learning_rate=0\.1, learning_rate=0\.01"),
+    ("min lr negative", flags("--min-learning-rate=-1e-5"), r"--min-learning-rate .*min_learning_rate=-1e-05"),
+    ("beta1 1", flags("--beta1", "1"), r"--beta1 .*\[0, 1\).*Received: beta1=1"),
+    ("beta2 nan", flags("--beta2", "nan"), r"--beta2 .*beta2=nan"),
+    ("adam epsilon 0", flags("--adam-epsilon", "0"), r"--adam-epsilon .*Received: adam_epsilon=0"),
+    ("beta2 with sgd", flags("--optimizer", "sgd", "--beta2", "0.95"), r"--beta2 .*beta2 applies to adam and adamw, not --optimizer sgd\. Received: beta2=0\.95"),
+    ("weight decay on norms", flags("--weight-decay-on", "norms"), r"--weight-decay-on .*Received: weight_decay_on='norms'"),
+    ("weight decay on with adam", flags("--optimizer", "adam", "--weight-decay-on", "all"), r"--weight-decay-on .*weight_decay_on applies to adamw, not --optimizer adam"),
+    ("windows without lm", flags("--windows", "random"), r"--windows .*--task lm only"),
+    ("windows shuffled", text_run("--windows", "shuffled"), r"--windows .*Received: windows='shuffled'"),
+    ("feed forward swish", text_run("--feed-forward", "swish"), r"--feed-forward .*Received: feed_forward='swish'"),
+    ("bias maybe", text_run("--bias", "maybe"), r"--bias .*true or false\. Received: bias='maybe'"),
+    ("bias without lm", flags("--bias", "false"), r"--bias .*--task lm only"),
+    ("init std 0", text_run("--init-std", "0"), r"--init-std .*Received: init_std=0"),
+    ("init std 2", text_run("--init-std", "2"), r"--init-std .*Received: init_std=2"),
+    ("jit with two replicas", flags("--jit-compile", "--strategy", "mirrored", "--devices", "/cpu:0,/cpu:1"), r"--jit-compile .*the 'mirrored' strategy runs 2.*Received: jit_compile=True"),
+    ("yaml keep best string", yaml_config("keep_best: maybe\n"), r"--keep-best .*keep_best='maybe'"),
 ]  # fmt: skip
 
 

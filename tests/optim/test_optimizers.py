@@ -242,3 +242,48 @@ def test_clipnorm_under_mirrored_strategy_clips_the_summed_gradient():
 
     step()
     np.testing.assert_allclose(variable.numpy(), [-0.6, -0.8], rtol=1e-5)
+
+
+def _embedding_model():
+    inputs = keras.Input((3,), dtype="int32")
+    x = keras.layers.Embedding(5, 4, name="token_embedding")(inputs)
+    x = keras.layers.LayerNormalization(name="final_norm")(x)
+    return keras.Model(inputs, keras.layers.Dense(2, name="head")(x))
+
+
+@pytest.mark.parametrize(
+    "target, decayed",
+    [
+        ("matrices", {"token_embedding/embeddings", "head/kernel"}),
+        ("kernels", {"head/kernel"}),
+        ("matrices_and_biases", {"token_embedding/embeddings", "head/kernel", "head/bias"}),
+        ("all", {"token_embedding/embeddings", "head/kernel", "head/bias", "final_norm/gamma", "final_norm/beta"}),
+    ],
+)  # fmt: skip
+def test_decay_target_names_the_variables_the_decay_shrinks(target, decayed):
+    from tfnorm.optim.optimizers import decay_target
+
+    model = _embedding_model()
+    _perturb(model)
+    exclude, decay_norms = decay_target(target)
+    optimizer = make_optimizer(
+        "adamw", LR, WD, exclude, decay_norms=decay_norms, model=model
+    )
+    changes = _zero_gradient_step(optimizer, model)
+    shrunk = {path for path, (b, a) in changes.items() if not np.allclose(a, b)}
+    assert {"/".join(path.split("/")[-2:]) for path in shrunk} == decayed
+
+
+def test_describe_decay_counts_the_decayed_variables_and_names_the_rest():
+    from tfnorm.optim.optimizers import describe_decay
+
+    model = _embedding_model()
+    optimizer = make_optimizer("adamw", LR, WD, model=model)
+    line = describe_decay(optimizer, model.trainable_variables)
+    assert line == "weight decay 0.5 on 2 of 5 variables (not on: beta, bias, gamma)"
+    assert describe_decay(make_optimizer("adam", LR), []) == "no weight decay"
+
+
+def test_decay_norms_survives_get_config():
+    optimizer = make_optimizer("adamw", LR, WD, (), decay_norms=True)
+    assert AdamW.from_config(optimizer.get_config()).decay_norms is True

@@ -26,11 +26,12 @@ import dataclasses
 import os
 import sys
 
+from tfnorm.choices import LANGUAGE_MODEL_TASK
 from tfnorm.cli.flags import add_setting_flags, describe, fail
 from tfnorm.training.config.checks import same_file
 from tfnorm.training.config.config_file import load_config_file
-from tfnorm.training.config.settings import ConfigError
-from tfnorm.training.config.train_config import TrainConfig
+from tfnorm.training.config.settings import ConfigError, setting_of
+from tfnorm.training.config.train_config import DEFAULT_VAL_SPLIT, TrainConfig
 
 EPILOG = """\
 examples (from the repository's root; the README says what they reach):
@@ -136,18 +137,23 @@ def _describe_config_error(error):
 
 
 def run(args):
+    from tfnorm.training.data import DataError
+
+    printing = getattr(args, "print_config", False)
     try:
-        config = TrainConfig.from_dict(merge_settings(args)).resolve()
+        config = TrainConfig.from_dict(merge_settings(args))
+        if not printing:
+            _check_text(config)
+        config = config.resolve()
         _check_log_is_not_config(config.log_file, getattr(args, "config", None))
-    except ConfigError as error:
+    except (ConfigError, DataError) as error:
         return _fail(_describe_config_error(error))
-    if getattr(args, "print_config", False):
+    if printing:
         import json
 
         print(json.dumps(config.to_dict(), indent=2))
         return 0
 
-    from tfnorm.training.data import DataError
     from tfnorm.training.trainer import EXIT_STATUS, train
     from tfnorm.training.workloads.user_code import UserCodeError
 
@@ -172,6 +178,31 @@ def run(args):
         # stdout is gone (`| head`, a closed terminal); summary.json says it.
         _silence_stdout()
     return EXIT_STATUS[summary["status"]]
+
+
+def _check_text(config):
+    """Reads a language model's text before the settings are resolved (the
+    norm's check loads TensorFlow, seconds), so an empty, non-UTF-8 or too
+    short text fails at once; the run then uses the corpus read here
+    (`byte_text.read_corpus` keeps it). Settings that do not read are left
+    for `resolve` to report."""
+    if str(config.task).strip() != LANGUAGE_MODEL_TASK or config.val_data:
+        return
+    fields = {field.name: field for field in dataclasses.fields(TrainConfig)}
+    try:
+        data, max_len, val_split = (
+            setting_of(fields[key]).parse(key, getattr(config, key))
+            for key in ("data", "max_len", "val_split")
+        )
+    except ConfigError:
+        return
+    if data is None:
+        return
+    from tfnorm.training.data import byte_text
+
+    if val_split is None:
+        val_split = DEFAULT_VAL_SPLIT
+    byte_text.read_corpus(data, max_len, val_split)
 
 
 def _silence_stdout():

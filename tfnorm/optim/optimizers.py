@@ -19,6 +19,14 @@ from tfnorm.choices import OPTIMIZERS
 from tfnorm.layers import is_norm_layer
 
 DEFAULT_EXCLUDE = ("norm", "bias")
+#: What the weight decay shrinks, by name (`decay_target`): the patterns it
+#: skips, and whether the norms' own weights are decayed too.
+_DECAY_TARGETS = {
+    "matrices": (DEFAULT_EXCLUDE, False),
+    "kernels": (DEFAULT_EXCLUDE + ("embedding",), False),
+    "matrices_and_biases": (("norm",), False),
+    "all": ((), True),
+}
 # Weight names normalisation layers use for their gain and shift (Keras
 # LayerNormalization: gamma/beta; Keras 3 RMSNormalization and tfnorm RMSNorm:
 # scale). Always excluded, whatever the layer is called.
@@ -47,7 +55,8 @@ def norm_variable_paths(model_or_layers) -> set:
 class _DecayExclusion:
     """Decides which variables the decoupled weight decay skips."""
 
-    def _init_exclusion(self, patterns):
+    def _init_exclusion(self, patterns, decay_norms=False):
+        self.decay_norms = bool(decay_norms)
         if isinstance(patterns, str):
             patterns = (patterns,)
         self.exclude_patterns = tuple(patterns or ())
@@ -78,10 +87,10 @@ class _DecayExclusion:
         inside a block called "pre_norm_block" still decays.
         """
         path = variable_path(variable)
-        if path in self._excluded_paths:
-            return False
         parts = path.split("/")
-        if parts[-1].lower() in NORM_WEIGHT_NAMES:
+        if not self.decay_norms and (
+            path in self._excluded_paths or parts[-1].lower() in NORM_WEIGHT_NAMES
+        ):
             return False
         local = "/".join(parts[-2:])
         return not any(
@@ -114,18 +123,57 @@ class AdamW(_DecayExclusion, _keras.AdamWBase):
             not decayed. Norm weights named gamma/beta/scale and the
             variables given to `exclude_variables` are always skipped.
             Defaults to `("norm", "bias")`.
+        decay_norms: decay the norms' weights too (only the patterns then
+            skip variables). Defaults to False.
         *args, **kwargs: as for `keras.optimizers.AdamW` (learning_rate,
             weight_decay, beta_1, beta_2, epsilon, ...).
     """
 
-    def __init__(self, *args, exclude_from_weight_decay=DEFAULT_EXCLUDE, **kwargs):
+    def __init__(
+        self, *args, exclude_from_weight_decay=DEFAULT_EXCLUDE, decay_norms=False,
+        **kwargs,
+    ):  # fmt: skip
         super().__init__(*args, **kwargs)
-        self._init_exclusion(exclude_from_weight_decay)
+        self._init_exclusion(exclude_from_weight_decay, decay_norms)
 
     def get_config(self):
         config = super().get_config()
         config["exclude_from_weight_decay"] = list(self.exclude_patterns)
+        config["decay_norms"] = self.decay_norms
         return config
+
+
+def decay_target(name):
+    """`(exclude_from_weight_decay, decay_norms)` for `make_optimizer` of a
+    named choice of decayed variables (`tfnorm.choices.DECAY_TARGETS`):
+
+    * "matrices": dense kernels and embeddings, the usual language-model
+      practice (no decay on the norms' gain and shift, nor on biases);
+    * "kernels": dense kernels only (embeddings not decayed either);
+    * "matrices_and_biases": biases decayed too;
+    * "all": every variable, the norms' too (Keras's AdamW default).
+    """
+    if name not in _DECAY_TARGETS:
+        raise ValueError(
+            f"`weight_decay_on` must be one of {tuple(_DECAY_TARGETS)}. "
+            f"Received: weight_decay_on={name!r}"
+        )
+    return _DECAY_TARGETS[name]
+
+
+def describe_decay(optimizer, variables):
+    """One line saying which of `variables` the optimizer's weight decay
+    shrinks: their count and the kinds of weights (last path parts) left out."""
+    decide = getattr(optimizer, "decays_variable", None)
+    rate = float(getattr(optimizer, "weight_decay", 0.0) or 0.0)
+    if decide is None or not rate:
+        return "no weight decay"
+    decayed = [v for v in variables if decide(v)]
+    skipped = sorted(
+        {variable_path(v).split("/")[-1] for v in variables if not decide(v)}
+    )
+    left_out = f"not on: {', '.join(skipped)}" if skipped else "all of them"
+    return f"weight decay {rate:g} on {len(decayed)} of {len(variables)} variables ({left_out})"
 
 
 def make_optimizer(
@@ -134,6 +182,7 @@ def make_optimizer(
     weight_decay=0.01,
     exclude_from_weight_decay=DEFAULT_EXCLUDE,
     clipnorm=None,
+    decay_norms=False,
     beta_1=0.9,
     beta_2=0.999,
     epsilon=1e-8,
@@ -180,6 +229,8 @@ def make_optimizer(
             (across all variables). Defaults to None (no clipping).
         beta_1, beta_2, epsilon: Adam's moment decay rates and stabiliser.
             Defaults to 0.9, 0.999, 1e-8.
+        decay_norms: decay the norms' own weights too ("adamw" only; see
+            `decay_target`). Defaults to False.
         model: optional Keras model or layer whose norm layers' variables are
             excluded from decay by ownership.
         **kwargs: passed to the Keras optimizer (e.g. `momentum=0.9` for sgd).
@@ -210,6 +261,7 @@ def make_optimizer(
         learning_rate=learning_rate,
         weight_decay=float(weight_decay),
         exclude_from_weight_decay=exclude_from_weight_decay,
+        decay_norms=decay_norms,
         **adam_kwargs,
     )
     if model is not None:

@@ -67,6 +67,7 @@ from tfnorm.training.rundir.outputs import EXIT_STATUS
 from tfnorm.training.rundir.paths import RunPaths
 from tfnorm.training.rundir.progress_log import ProgressLog
 from tfnorm.training.workloads import user_code
+from tfnorm.training.workloads.build import describe_run_decay
 from tfnorm.training.workloads.selection import select_workload
 
 __all__ = ["EXIT_STATUS", "train"]
@@ -101,10 +102,10 @@ def train(config, handle_signals=True, stdout=None, *, model_fn=None, data_fn=No
         "failed" or "bad_data"),
         `final_step`, `total_steps`, `resumed_from_step` (0 for a fresh
         start), `resumed_from_checkpoint`, `skipped_checkpoints` (damaged
-        ones, each with path and reason), `metrics` (the last loss,
-        accuracy, learning rate, examples/s and validation metrics),
-        `model_path` (None unless completed), `checkpoint`, `nan_report`
-        (for status "nan") and `error` (for "failed" and "bad_data").
+        ones, each with path and reason), `metrics` (the last loss, accuracy,
+        learning rate, examples/s, tokens/s of a language model, validation
+        metrics), `model_path` (None unless completed), `checkpoint`,
+        `best_checkpoint` (with `keep_best`), `nan_report` ("nan"), `error`.
 
     Raises:
         ConfigError: a setting or `TF_CONFIG` is invalid (`error.key` names
@@ -194,22 +195,12 @@ class _Run:
         steps_per_epoch = config.steps_per_epoch or self.workload.steps_per_epoch(
             config.batch_size
         )
-        total_steps = config.epochs * steps_per_epoch
-        if config.warmup_steps > total_steps:
-            raise ConfigError(
-                "warmup_steps",
-                f"warmup_steps exceeds the run's {total_steps} steps "
-                f"(epochs={config.epochs} x steps_per_epoch={steps_per_epoch}). "
-                f"Received: warmup_steps={config.warmup_steps}",
-            )
-        return actions.Cadence(
-            steps_per_epoch,
-            total_steps,
-            config.checkpoint_every,
-            epoch_checkpoints=config.epoch_checkpoints,
-        )
+        return actions.Cadence.for_run(config, steps_per_epoch)
 
     def _start_step(self, setup, cadence):
+        described = describe_run_decay(setup, self.config)
+        if described:
+            self.log.line(described)
         if self.resumed.checkpoint:
             start = int(setup.step.numpy())
             self.log.line(f"resumed from step {start} ({self.resumed.checkpoint})")
@@ -217,7 +208,11 @@ class _Run:
         examples = len(self.workload)
         self.log.line(
             f"starting from step 0: {cadence.total_steps} steps "
-            f"({self.config.epochs} epochs x {cadence.steps_per_epoch}), "
+            + (
+                f"({self.config.epochs} epochs x {cadence.steps_per_epoch}), "
+                if cadence.total_steps != self.config.max_steps
+                else f"(max_steps; {cadence.steps_per_epoch} an epoch), "
+            )
             + (f"{examples} training examples from " if examples else "data from ")
             + f"{self.workload.source}, "
             f"{setup.replicas} replica(s), policy {setup.policy}"
@@ -279,13 +274,21 @@ class _Run:
         chosen.append(checkpointing)
         evaluate = self.workload.evaluate_fn(setup)
         if evaluate is not None:
-            chosen.append(
-                reporting.Evaluation(
-                    evaluate, logdir, cadence, self.config.epochs, self.log
-                )
-            )
+            chosen.append(self._evaluation(setup, evaluate, logdir, cadence))
         chosen.append(signals.SignalStop(self.flag, self.log, last_checkpoint))
         return chosen
+
+    def _evaluation(self, setup, evaluate, logdir, cadence):
+        return reporting.Evaluation.for_run(
+            evaluate,
+            self.workload.estimate_fn(setup),
+            logdir,
+            cadence,
+            self.log,
+            initial=self.workload.evaluates_at_start or bool(self.config.eval_every),
+            paths=self.paths,
+            best_of=setup.checkpoint if self.config.keep_best else None,
+        )
 
     def _nan_guard(self, model, cadence, probe_batch, last_checkpoint):
         def diagnose(step):
@@ -311,11 +314,11 @@ class _Run:
             self.log,
             logdir=logdir,
             cadence=cadence,
-            epochs=config.epochs,
             batch_size=config.batch_size,
             log_every=config.log_every,
             learning_rate=setup.learning_rate,
             reset=self.workload.reset_window(setup),
+            tokens_per_example=self.workload.tokens_per_example,
         )
 
     # ------------------------------------------------------------------ the end
@@ -373,6 +376,7 @@ class _Run:
         checkpointing = next(
             a for a in run_actions if isinstance(a, actions.Checkpointing)
         )
+        evaluation = [a for a in run_actions if isinstance(a, reporting.Evaluation)]
         return outputs.summary(
             result,
             self.config,
@@ -384,6 +388,7 @@ class _Run:
             model_path=exported.path if exported else None,
             seconds=time.time() - self.started,
             export=exported.to_dict() if exported else None,
+            best_checkpoint=evaluation[0].summary if evaluation else None,
         )
 
     def _write_summary(self, summary):

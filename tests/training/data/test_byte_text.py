@@ -112,10 +112,26 @@ def test_a_directory_without_text_files_is_refused(tmp_path):
         read_corpus(str(tmp_path), max_len=4)
 
 
-def test_a_validation_share_too_small_to_predict_is_refused(tmp_path):
+@pytest.mark.parametrize("val_split, held_out", [(0.02, 1), (0.13, 4)])
+def test_a_validation_share_shorter_than_one_context_is_refused(
+    tmp_path, val_split, held_out
+):
     path = write(tmp_path / "a.txt", "x" * 30)
-    with pytest.raises(DataError, match=r"\(val_split 0\.02\) is 1 token, too short"):
-        read_corpus(path, max_len=4, val_split=0.02)
+    expected = (
+        rf"\(val_split={val_split}\) is {held_out} tokens, shorter than one window of 5"
+    )
+    with pytest.raises(DataError, match=expected):
+        read_corpus(path, max_len=4, val_split=val_split)
+    assert len(read_corpus(path, max_len=4, val_split=0.17).val) == 1  # 5 tokens
+
+
+def test_the_same_text_is_read_once_until_it_changes(tmp_path, monkeypatch):
+    path = write(tmp_path / "a.txt", "x" * 30)
+    first = read_corpus(path, max_len=4, val_split=0.2)
+    assert read_corpus(path, max_len=4, val_split=0.2) is first
+    assert read_corpus(path, max_len=5, val_split=0.2) is not first
+    write(tmp_path / "a.txt", "y" * 31)
+    assert read_corpus(path, max_len=5, val_split=0.2).train.tokens[0] == ord("y")
 
 
 def test_the_unigram_baseline_is_the_cross_entropy_of_training_frequencies(tmp_path):
@@ -134,3 +150,20 @@ def test_the_unigram_baseline_is_the_cross_entropy_of_training_frequencies(tmp_p
         ]
         is None
     )
+
+
+def test_random_windows_start_anywhere_and_resume_at_any_batch(tmp_path):
+    corpus = read_corpus(write(tmp_path / "a.txt", "abcdefghij" * 20), max_len=8)
+    stream = corpus.train.random_batches(4, seed=3)
+    first = [next(stream) for _ in range(3)]
+    inputs, targets = first[0]
+    assert inputs.shape == targets.shape == (4, 8)
+    np.testing.assert_array_equal(inputs[:, 1:], targets[:, :-1])
+    # Byte p of the text is "abcdefghij"[p % 10]: windows cut one after the
+    # other start at multiples of 8, on a, c, e, g or i only.
+    firsts = {chr(batch[0][row, 0]) for batch in first for row in range(4)}
+    assert firsts & set("bdfhj"), firsts
+    again = next(corpus.train.random_batches(4, seed=3, start_example=8))
+    np.testing.assert_array_equal(again[0], first[2][0])
+    other = next(corpus.train.random_batches(4, seed=4))
+    assert not np.array_equal(other[0], inputs)

@@ -27,7 +27,6 @@ def test_checkpoint_is_written_before_evaluation_at_epoch_end():
         lambda: events.append(("eval",)) or {"val_loss": 1.0, "val_accuracy": 0.5},
         None,
         cadence,
-        2,
         log,
     )
     checkpointing = actions.Checkpointing(FakeWriter(events), cadence, log)

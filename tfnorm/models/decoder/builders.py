@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from tfnorm._checks import check_choice, check_positive_int, check_rate
+import math
+
+from tfnorm._checks import check_choice, check_number, check_positive_int, check_rate
 from tfnorm._keras import keras
 from tfnorm.layers.factory import norm_from_spec, norm_takes_epsilon
-from tfnorm.models.block_parts import validate_norm_position
+from tfnorm.models.block_parts import scale_kernels, validate_norm_position
 from tfnorm.models.decoder.block import TransformerDecoderBlock
 from tfnorm.models.decoder.embeddings import PositionEmbedding, TokenEmbedding
 from tfnorm.models.decoder.model import DecoderModel
@@ -25,6 +27,7 @@ _OTHER_OPTIONS = {
     "rope_scaling": None,
     "attention_bias": None,
     "ffn_bias": None,
+    "init_std": None,
 }
 
 
@@ -98,7 +101,20 @@ def _resolve_options(preset, overrides):
     if options["final_norm"] is None:
         options["final_norm"] = options["norm_position"] in ("pre", "sandwich")
     check_bool("final_norm", options["final_norm"])
+    if options["init_std"] is not None:
+        std = check_number("init_std", options["init_std"], above=0.0)
+        # GPT-2's initialisation: every kernel and embedding from N(0, std).
+        options["kernel_initializer"] = keras.initializers.RandomNormal(0.0, std)
+        options["embeddings_initializer"] = keras.initializers.RandomNormal(0.0, std)
     return options
+
+
+def _scale_residual_projections(blocks, num_layers):
+    """GPT-2's residual scaling: the kernels that write into the residual
+    stream (attention output, feed-forward output) times 1/sqrt(2 L), so
+    the stream's variance does not grow with the depth L at initialisation."""
+    layers = [layer for b in blocks for layer in (b.attention_output, b.ffn_output)]
+    scale_kernels(layers, 1.0 / math.sqrt(2.0 * num_layers))
 
 
 def _block(index, num_layers, d_model, num_heads, dff, options):
@@ -182,9 +198,13 @@ def build_decoder(
         **options: the preset's entries above, and `num_kv_heads`,
             `rope_max_wavelength` (10000), `attention_dropout`,
             `kernel_initializer` (`"glorot_uniform"`), `rope_scaling`,
-            `attention_bias`, `ffn_bias` (None: as the block) and
+            `attention_bias`, `ffn_bias` (None: as the block),
             `embeddings_initializer` (None: normal, std 0.02 for tokens and
-            0.01 for positions). `final_norm=None` adds one after Pre-LN and
+            0.01 for positions) and `init_std` (None; a float draws every
+            kernel and embedding from N(0, init_std) and scales the
+            attention-output and feed-forward-output kernels by
+            1/sqrt(2 * num_layers), as GPT-2 does; it replaces both
+            initializers). `final_norm=None` adds one after Pre-LN and
             Sandwich-LN stacks only.
 
     Returns:
@@ -211,9 +231,12 @@ def build_decoder(
             name="position_embedding",
         )(x)
     x = keras.layers.Dropout(options["dropout_rate"], name="embedding_dropout")(x)
+    blocks = []
     for index in range(num_layers):
-        block = _block(index, num_layers, d_model, num_heads, dff, options)
-        x = block(x, padding_mask=padding_mask)
+        blocks.append(_block(index, num_layers, d_model, num_heads, dff, options))
+        x = blocks[-1](x, padding_mask=padding_mask)
+    if options["init_std"] is not None:
+        _scale_residual_projections(blocks, num_layers)
     if options["final_norm"]:
         x = norm_from_spec(
             options["norm"], "norm", epsilon=options["epsilon"], name="final_norm"

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from tfnorm._checks import check_number, check_positive_int
 from tfnorm._keras import EinsumDense, keras, tf
+from tfnorm.choices import DECODER_FEED_FORWARDS
 from tfnorm.models.matrix_initializer import MatrixInitializer, kernel_initializer_copy
 
 #: `feed_forward` choices: SwiGLU (LLaMA), exact GELU, GELU's tanh
-#: approximation (GPT-2) and ReLU.
-FEED_FORWARDS = ("swiglu", "gelu", "gelu_tanh", "relu")
+#: approximation (GPT-2) and ReLU (declared where the CLI reads them
+#: without TensorFlow).
+FEED_FORWARDS = DECODER_FEED_FORWARDS
 
 ACTIVATIONS = {
     "swiglu": tf.nn.silu,

@@ -160,6 +160,8 @@ def check_combinations(values):
     if task in SYNTHETIC_TASKS:
         _check_task(values)
     _check_log_file(values)
+    _check_optimisation(values)
+    _check_evaluation(values)
     if values["model_fn"] is not None:
         return  # the user's model: tfnorm's model settings do not apply
     _check_model_size(values)
@@ -167,6 +169,48 @@ def check_combinations(values):
     if norm is None:  # a language model's: its preset's
         norm = DECODER_PRESET_NORMS[values["preset"]]
     _check_norm(norm, values["epsilon"], values)
+
+
+def _check_optimisation(values):
+    """A floor above the peak, and Adam's settings for an optimizer that has
+    none, are refused rather than ignored."""
+    floor, peak = values["min_learning_rate"], values["learning_rate"]
+    if floor > peak:
+        raise ConfigError(
+            "min_learning_rate",
+            "min_learning_rate must be at most the peak "
+            f"{setting_key('learning_rate')} (the decay goes down to it). "
+            f"Received: min_learning_rate={floor!r}, learning_rate={peak!r}",
+        )
+    defaults = {"beta1": 0.9, "beta2": 0.999, "adam_epsilon": 1e-8}
+    if values["optimizer"] != "adamw":
+        defaults["weight_decay_on"] = "matrices"
+    for key, default in defaults.items():
+        if values[key] != default and (
+            values["optimizer"] == "sgd" or key == "weight_decay_on"
+        ):
+            raise ConfigError(
+                key,
+                f"{key} applies to "
+                f"{'adamw' if key == 'weight_decay_on' else 'adam and adamw'}, "
+                f"not {setting_key('optimizer', values['optimizer'])}. "
+                f"Received: {key}={values[key]!r}",
+            )
+
+
+def _check_evaluation(values):
+    """A language model without held-out text has nothing to evaluate: the
+    evaluation settings would be silently ignored."""
+    if values["task"] != LANGUAGE_MODEL_TASK or values["val_split"] != 0:
+        return
+    for key in ("eval_every", "eval_batches", "keep_best"):
+        if values[key] not in (None, False):
+            raise ConfigError(
+                key,
+                f"{key} needs held-out text to evaluate, but "
+                f"{setting_key('val_split', 0)} holds none out. "
+                f"Received: {key}={values[key]!r}, val_split=0.0",
+            )
 
 
 def _check_log_file(values):

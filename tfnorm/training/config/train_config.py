@@ -15,7 +15,9 @@ import os
 from tfnorm._checks import FLOAT32_MAX, MAX_SEED
 from tfnorm._errors import setting_key
 from tfnorm.choices import (
+    DECAY_TARGETS,
     DECAYS,
+    DECODER_FEED_FORWARDS,
     DECODER_PRESET_NORMS,
     LANGUAGE_MODEL_TASK,
     NORM_POSITIONS,
@@ -24,6 +26,7 @@ from tfnorm.choices import (
     PRECISION_MODES,
     STRATEGIES,
     TRAIN_TASKS,
+    WINDOW_ORDERS,
     norms_help,
 )
 from tfnorm.limits import MODEL_SIZE_LIMITS
@@ -119,16 +122,11 @@ class TrainConfig(DeclaredSettings):
     )  # fmt: skip
     # Data: a synthetic task or files.
     task: str | None = setting(
-        None,
-        DATA,
-        "synthetic task: sorted (is the sequence sorted), duplicate (does a "
+        None, DATA, "synthetic task: sorted (is the sequence sorted), duplicate (does a "
         "token occur twice), majority (most frequent token class); or lm, a "
         f"causal language model of the text in {setting_key('data')}",
-        choice(TRAIN_TASKS),
-        optional=True,
-        resume=FIXED,
-        scope=CLASSIFIER,
-    )
+        choice(TRAIN_TASKS), optional=True, resume=FIXED, scope=CLASSIFIER,
+    )  # fmt: skip
     data: str | None = setting(
         None, DATA, "training file (CSV, TSV or JSONL); with "
         f"{setting_key('task', LANGUAGE_MODEL_TASK)}: UTF-8 text files, or a directory of .txt files",
@@ -160,13 +158,14 @@ class TrainConfig(DeclaredSettings):
         default_text="3; files: max label + 1, or the number of names", resume=FIXED, scope=CLASSIFIER,
     )  # fmt: skip
     max_len: int = setting(
-        16,
-        DATA,
-        f"tokens per example; with {setting_key('task', LANGUAGE_MODEL_TASK)}: the context, in bytes",
-        _sized("max_len", MIN_MAX_LEN),
-        resume=FIXED,
-        scope=CLASSIFIER,
-    )
+        16, DATA, f"tokens per example; with {setting_key('task', LANGUAGE_MODEL_TASK)}: the context, in bytes",
+        _sized("max_len", MIN_MAX_LEN), resume=FIXED, scope=CLASSIFIER,
+    )  # fmt: skip
+    windows: str = setting(
+        "sequential", DATA, f"with {setting_key('task', LANGUAGE_MODEL_TASK)}: sequential (the text cut into "
+        "windows one after the other, visited in a seeded order) or random (each window starts at a seeded "
+        "random byte, so the model sees every offset)", choice(WINDOW_ORDERS), resume=FIXED, scope=LANGUAGE_MODEL,
+    )  # fmt: skip
     # Model.
     num_layers: int = setting(
         2, MODEL, "encoder blocks (decoder blocks of a language model)", _sized("num_layers"),
@@ -176,13 +175,9 @@ class TrainConfig(DeclaredSettings):
         64, MODEL, "width", _sized("d_model"), resume=FIXED, scope=CLASSIFIER
     )
     num_heads: int = setting(
-        4,
-        MODEL,
-        f"attention heads, must divide {setting_key('d_model')}",
-        _sized("num_heads"),
-        resume=FIXED,
-        scope=CLASSIFIER,
-    )
+        4, MODEL, f"attention heads, must divide {setting_key('d_model')}", _sized("num_heads"),
+        resume=FIXED, scope=CLASSIFIER,
+    )  # fmt: skip
     dff: int | None = setting(
         None, MODEL, "feed-forward width", _sized("dff"),
         optional=True, default_text="4 * d_model", resume=FIXED, scope=CLASSIFIER,
@@ -198,14 +193,23 @@ class TrainConfig(DeclaredSettings):
         "settings given override it", choice(tuple(DECODER_PRESET_NORMS)),
         resume=FIXED, scope=LANGUAGE_MODEL,
     )  # fmt: skip
+    feed_forward: str | None = setting(
+        None, MODEL, "the language model's feed-forward network: swiglu (gated, SiLU), gelu, gelu_tanh (GPT-2's) or relu",
+        choice(DECODER_FEED_FORWARDS), optional=True, default_text="its preset's", resume=FIXED, scope=LANGUAGE_MODEL,
+    )  # fmt: skip
+    bias: bool | None = setting(
+        None, MODEL, "biases in the language model's attention and feed-forward layers (true or false)",
+        boolean, optional=True, metavar="{true,false}", default_text="its preset's", resume=FIXED, scope=LANGUAGE_MODEL,
+    )  # fmt: skip
+    init_std: float | None = setting(
+        None, MODEL, "draw the language model's kernels and embeddings from N(0, INIT_STD), the kernels "
+        "writing into the residual stream scaled by 1/sqrt(2 * num_layers), as GPT-2 (0.02)",
+        number(maximum=1.0, above=0.0), optional=True, metavar="INIT_STD",
+        default_text="glorot_uniform kernels, N(0, 0.02) embeddings", resume=FIXED, scope=LANGUAGE_MODEL,
+    )  # fmt: skip
     norm_position: str = setting(
-        "pre",
-        MODEL,
-        "where the norms sit",
-        choice(NORM_POSITIONS),
-        resume=FIXED,
-        scope=CLASSIFIER,
-    )
+        "pre", MODEL, "where the norms sit", choice(NORM_POSITIONS), resume=FIXED, scope=CLASSIFIER
+    )  # fmt: skip
     pooling: str = setting(
         "mean", MODEL, "token pooling", choice(POOLINGS), resume=FIXED, scope=CLASSIFIER
     )
@@ -219,53 +223,62 @@ class TrainConfig(DeclaredSettings):
     )  # fmt: skip
     # Optimisation.
     optimizer: str = setting(
-        "adamw",
-        OPTIMISATION,
-        "optimizer",
-        choice(OPTIMIZERS),
-        resume=FIXED,
-        scope=ANY_MODEL,
-    )
+        "adamw", OPTIMISATION, "optimizer", choice(OPTIMIZERS), resume=FIXED, scope=ANY_MODEL
+    )  # fmt: skip
     learning_rate: float = setting(
-        1e-3,
-        OPTIMISATION,
-        "peak learning rate",
-        number(maximum=FLOAT32_MAX, above=0.0),
-        resume=LOGGED,
-        scope=ANY_MODEL,
-    )
+        1e-3, OPTIMISATION, "peak learning rate", number(maximum=FLOAT32_MAX, above=0.0),
+        resume=LOGGED, scope=ANY_MODEL,
+    )  # fmt: skip
     warmup_steps: int = setting(
-        0,
-        OPTIMISATION,
-        "linear warm-up steps, 0 for none",
-        NON_NEGATIVE,
-        resume=LOGGED,
-        scope=ANY_MODEL,
-    )
+        0, OPTIMISATION, "linear warm-up steps, 0 for none", NON_NEGATIVE,
+        resume=LOGGED, scope=ANY_MODEL,
+    )  # fmt: skip
     decay: str = setting(
-        "cosine",
-        OPTIMISATION,
-        "learning-rate decay after warm-up",
-        choice(DECAYS),
-        resume=LOGGED,
-        scope=ANY_MODEL,
-    )
+        "cosine", OPTIMISATION, "learning-rate decay after warm-up", choice(DECAYS),
+        resume=LOGGED, scope=ANY_MODEL,
+    )  # fmt: skip
     weight_decay: float = setting(
-        0.01, OPTIMISATION, "decoupled weight decay of adamw; never applied to "
-        "norms or biases", number(0.0), resume=LOGGED, scope=ANY_MODEL,
+        0.01, OPTIMISATION, "decoupled weight decay of adamw, on the variables "
+        f"{setting_key('weight_decay_on')} names", number(0.0), resume=LOGGED, scope=ANY_MODEL,
+    )  # fmt: skip
+    min_learning_rate: float = setting(
+        0.0, OPTIMISATION, f"the floor the {setting_key('decay')} decays towards "
+        f"(cosine and linear end there; at most {setting_key('learning_rate')})",
+        number(0.0, FLOAT32_MAX), resume=LOGGED, scope=ANY_MODEL,
+    )  # fmt: skip
+    beta1: float = setting(
+        0.9, OPTIMISATION, "Adam's decay rate of the gradient mean (adam, adamw)",
+        number(0.0, below=1.0), resume=LOGGED, scope=ANY_MODEL,
+    )  # fmt: skip
+    beta2: float = setting(
+        0.999, OPTIMISATION, "Adam's decay rate of the squared gradient (adam, adamw; language models often use 0.95)",
+        number(0.0, below=1.0), resume=LOGGED, scope=ANY_MODEL,
+    )  # fmt: skip
+    adam_epsilon: float = setting(
+        1e-8, OPTIMISATION, "Adam's stabiliser added to the root of the squared gradient (adam, adamw)",
+        number(maximum=FLOAT32_MAX, above=0.0), resume=LOGGED, scope=ANY_MODEL,
+    )  # fmt: skip
+    weight_decay_on: str = setting(
+        "matrices", OPTIMISATION, f"the variables {setting_key('weight_decay')} shrinks: matrices (dense "
+        "kernels and embeddings), kernels (dense kernels only, not embeddings), matrices_and_biases, or all "
+        "(the norms' gamma/beta too); norms and biases are skipped unless named",
+        choice(DECAY_TARGETS), resume=LOGGED, scope=ANY_MODEL,
     )  # fmt: skip
     clipnorm: float | None = setting(
         1.0, OPTIMISATION, "global gradient-norm clipping, 'none' or 0 to disable",
         number(maximum=FLOAT32_MAX, above=0.0), optional=True, off=("off", "false", "0", 0, False), resume=LOGGED, scope=ANY_MODEL,
     )  # fmt: skip
-    epochs: int = setting(
-        1,
-        OPTIMISATION,
-        "passes over the data",
-        POSITIVE,
-        resume=LOGGED,
-        scope=ANY_MODEL,
-    )
+    epochs: int | None = setting(
+        None, OPTIMISATION, f"passes over the data; with {setting_key('max_steps')}, "
+        "whichever ends first", POSITIVE, optional=True,
+        default_text=f"1, or as many as {setting_key('max_steps')} takes",
+        resume=LOGGED, scope=ANY_MODEL,
+    )  # fmt: skip
+    max_steps: int | None = setting(
+        None, OPTIMISATION, "the step the run ends at (the learning-rate decay "
+        "ends there too)", POSITIVE, optional=True,
+        default_text=f"{setting_key('epochs')} passes", resume=LOGGED, scope=ANY_MODEL,
+    )  # fmt: skip
     steps_per_epoch: int | None = setting(
         None, OPTIMISATION, "steps per epoch", POSITIVE,
         optional=True, default_text="one pass over the training set", resume=LOGGED, scope=ANY_MODEL,
@@ -278,6 +291,20 @@ class TrainConfig(DeclaredSettings):
         0, OPTIMISATION, f"seed of the data, weights and order (0..{MAX_SEED})",
         integer(0, MAX_SEED), resume=FIXED, scope=ANY_MODEL,
     )  # fmt: skip
+    eval_every: int | None = setting(
+        None, OPTIMISATION, "steps between validation evaluations, plus one at step 0 and at the last step",
+        POSITIVE, optional=True, default_text="each epoch end and the last step (a language model: step 0 too)",
+        resume=FREE, scope=ANY_MODEL,
+    )  # fmt: skip
+    eval_batches: int | None = setting(
+        None, OPTIMISATION, "estimate the validation loss between evaluations from this many fixed batches "
+        "of the held-out text; the evaluation at the last step reads all of it", POSITIVE, optional=True,
+        default_text="all of the held-out text", resume=LOGGED, scope=LANGUAGE_MODEL,
+    )  # fmt: skip
+    keep_best: bool = setting(
+        False, OUTPUTS, "also keep the checkpoint of the lowest validation loss in CHECKPOINT_DIR/best",
+        boolean, flags=("--keep-best",), action="store_true", resume=LOGGED, scope=LANGUAGE_MODEL,
+    )  # fmt: skip
     # Runtime.
     strategy: str = setting(
         "auto", RUNTIME, "distribution: auto picks multi_worker from a "
@@ -288,6 +315,11 @@ class TrainConfig(DeclaredSettings):
         None, RUNTIME, f"comma-separated devices for {setting_key('strategy')} "
         "mirrored/one_device (e.g. /gpu:0,/gpu:1)", device_list,
         optional=True, metavar="LIST", default_text="all visible", resume=FREE, scope=ANY_MODEL,
+    )  # fmt: skip
+    jit_compile: bool = setting(
+        False, RUNTIME, "XLA-compile the training step of tfnorm's models "
+        "(one replica only)", boolean, flags=("--jit-compile",),
+        action="store_true", resume=LOGGED, scope=CLASSIFIER,
     )  # fmt: skip
     mixed_precision: str = setting(
         "float32", RUNTIME, "float16 (with loss scaling) or bfloat16 compute",
@@ -342,6 +374,8 @@ class TrainConfig(DeclaredSettings):
 
     def _finish(self, values):
         checks.check_scope(values, type(self))
+        if values["epochs"] is None and values["max_steps"] is None:
+            values["epochs"] = 1
         if values["norm"] is None and values["model_fn"] is None:
             if values["task"] != LANGUAGE_MODEL_TASK:  # its preset's norm
                 values["norm"] = "layer"

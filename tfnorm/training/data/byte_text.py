@@ -16,7 +16,8 @@ next token.
 
 Every problem raises `DataError` on one line naming the file: an empty file,
 bytes that are not UTF-8 (with the byte's offset), a directory without
-`.txt` files, a text shorter than one window.
+`.txt` files, a training or validation text shorter than one window. None
+of this needs TensorFlow: `tfnorm train` reads the text before it loads.
 
 Example:
 
@@ -115,6 +116,27 @@ class TokenWindows:
         windows = self.tokens[starts + np.arange(self.max_len + 1)]
         return windows[:, :-1], windows[:, 1:]
 
+    def batch_at(self, starts):
+        """`(inputs, targets)` of the windows starting at token offsets
+        `starts` (each at most `len(tokens) - max_len - 1`)."""
+        windows = self.tokens[
+            np.asarray(starts, np.int64)[:, None] + np.arange(self.max_len + 1)
+        ]
+        return windows[:, :-1], windows[:, 1:]
+
+    def random_batches(self, batch_size, seed, start_example=0):
+        """Batches of windows at random offsets, each batch drawn from its
+        own generator seeded by `seed` and the batch's number: batch `k` is
+        the same however the run got there, so a run resumed at
+        `start_example` (a multiple of `batch_size`) sees what an
+        uninterrupted one would."""
+        number = int(start_example) // batch_size
+        last_start = len(self.tokens) - self.max_len - 1
+        while True:
+            rng = np.random.RandomState([seed % 2**32, number % 2**32, 7])
+            yield self.batch_at(rng.randint(0, last_start + 1, size=batch_size))
+            number += 1
+
     @property
     def tail(self):
         rest = self.tokens[len(self) * self.max_len :]
@@ -148,8 +170,17 @@ class Corpus:
     report: dict
 
 
+#: The last corpus read and what it was read from: `tfnorm train` checks the
+#: text before TensorFlow loads, and the run then reads it from here.
+_LAST = {}
+
+
 def read_corpus(data, max_len, val_split=0.0):
     """Reads `data` (see `text_files`) into a `Corpus`.
+
+    The last corpus read is kept; asked again for the same files, unchanged
+    (size and modification time), with the same settings, it is returned
+    without reading them again.
 
     Args:
         data: a path, a list of paths, or a directory of `.txt` files.
@@ -162,6 +193,23 @@ def read_corpus(data, max_len, val_split=0.0):
             holds no `.txt` file, or a part is shorter than one window.
     """
     files = text_files(data)
+    key = (tuple(map(_stamp, files)), int(max_len), float(val_split or 0.0))
+    if _LAST.get("key") == key:
+        return _LAST["corpus"]
+    corpus = _read_corpus(files, max_len, val_split)
+    _LAST.update(key=key, corpus=corpus)
+    return corpus
+
+
+def _stamp(path):
+    try:
+        found = os.stat(path)
+    except OSError:
+        return (path, None, None)  # read_file says why
+    return (os.path.abspath(path), found.st_size, found.st_mtime_ns)
+
+
+def _read_corpus(files, max_len, val_split):
     parts, digests = zip(*(read_file(path) for path in files))
     stream = np.concatenate(parts)
     held_out = int(round(len(stream) * float(val_split or 0.0)))
@@ -186,11 +234,16 @@ def read_corpus(data, max_len, val_split=0.0):
             f"and the token after it); give more text or a smaller "
             f"{setting_key('max_len')}. Received: max_len={max_len}"
         )
-    if val is not None and val.tail is None and not len(val):
+    if val is not None and not len(val):
+        # Shorter than one context, it would measure the model on contexts
+        # shorter than it trains on (or on none at all).
         raise DataError(
-            f"{source}: the validation share ({setting_key('val_split')} "
-            f"{val_split}) is {held_out} token, too short to predict a "
-            f"token; raise {setting_key('val_split')} or give it 0."
+            f"{source}: the validation share ({setting_key('val_split', val_split)}"
+            f") is {held_out} tokens, shorter than one window of "
+            f"{max_len + 1} tokens (a context of "
+            f"{setting_key('max_len', max_len)} and the token after it); raise "
+            f"{setting_key('val_split')}, lower {setting_key('max_len')}, or "
+            f"give {setting_key('val_split', 0)}. Received: val_split={val_split}"
         )
     sha256 = hashlib.sha256("".join(digests).encode()).hexdigest()
     report = {

@@ -18,6 +18,7 @@ import math
 import shutil
 
 from tfnorm._keras import tf
+from tfnorm.training.config.settings import ConfigError
 from tfnorm.training.loop.driver import Action, Stop, StopRun
 from tfnorm.training.rundir.checkpoints import CheckpointWriteError
 
@@ -30,18 +31,62 @@ class Cadence:
     """
 
     def __init__(
-        self, steps_per_epoch, total_steps, checkpoint_every, epoch_checkpoints=False
-    ):
+        self, steps_per_epoch, total_steps, checkpoint_every, epoch_checkpoints=False,
+        eval_every=None,
+    ):  # fmt: skip
         self.steps_per_epoch = steps_per_epoch
         self.total_steps = total_steps
         self.checkpoint_every = checkpoint_every
         self.epoch_checkpoints = epoch_checkpoints
+        self.eval_every = eval_every
+
+    @classmethod
+    def for_run(cls, config, steps_per_epoch):
+        """The cadence of a `TrainConfig`'s run: `max_steps` ends it, or the
+        epochs do, whichever comes first.
+
+        Raises:
+            ConfigError: the warm-up is longer than the run.
+        """
+        ends = [config.max_steps] if config.max_steps else []
+        if config.epochs:
+            ends.append(config.epochs * steps_per_epoch)
+        total_steps = min(ends)
+        if config.warmup_steps > total_steps:
+            made_of = (
+                f"epochs={config.epochs} x steps_per_epoch={steps_per_epoch}"
+                if total_steps != config.max_steps
+                else f"max_steps={config.max_steps}"
+            )
+            raise ConfigError(
+                "warmup_steps",
+                f"warmup_steps exceeds the run's {total_steps} steps "
+                f"({made_of}). Received: warmup_steps={config.warmup_steps}",
+            )
+        return cls(
+            steps_per_epoch,
+            total_steps,
+            config.checkpoint_every,
+            epoch_checkpoints=config.epoch_checkpoints,
+            eval_every=config.eval_every,
+        )
+
+    @property
+    def epochs(self):
+        """The epochs the run's steps reach into (the last one may be partial)."""
+        return self.epoch(self.total_steps)
 
     def epoch_end(self, step):
         return step % self.steps_per_epoch == 0
 
     def epoch(self, step):
         return math.ceil(step / self.steps_per_epoch)
+
+    def evaluation_due(self, step):
+        """Every `eval_every` steps, else at each epoch end; and at the last step."""
+        if self.eval_every:
+            return self.every(step, self.eval_every)
+        return self.epoch_end(step) or step == self.total_steps
 
     def every(self, step, period):
         """True every `period` steps and at the last step."""

@@ -15,8 +15,9 @@ import os
 import time
 
 from tfnorm._keras import tf
-from tfnorm.training.loop.driver import Action
-from tfnorm.training.rundir import events
+from tfnorm.training.loop.driver import Action, Stop, StopRun
+from tfnorm.training.rundir import evaluations, events
+from tfnorm.training.rundir.checkpoints import CheckpointWriteError
 
 
 class Progress(Action):
@@ -24,7 +25,8 @@ class Progress(Action):
 
     A line every `log_every` steps and at the last step, with the window's
     mean loss and metrics, the learning rate, examples/s (from the second
-    step on: the first includes tracing) and the ETA.
+    step on: the first includes tracing), tokens/s when each example is
+    `tokens_per_example` tokens (a language model's windows), and the ETA.
 
     A step's logs are either that step's values (`loss`, and `correct`, the
     count of right answers, from tfnorm's classifier), averaged here over
@@ -34,13 +36,14 @@ class Progress(Action):
     """
 
     def __init__(
-        self, log, *, logdir, cadence, epochs, batch_size, log_every,
-        learning_rate, reset=None,
+        self, log, *, logdir, cadence, batch_size, log_every,
+        learning_rate, reset=None, epochs=None, tokens_per_example=None,
     ):  # fmt: skip
         self.log = log
         self.logdir = logdir
         self.cadence = cadence
-        self.epochs = epochs
+        self.epochs = epochs or cadence.epochs
+        self.tokens_per_example = tokens_per_example
         self.batch_size = batch_size
         self.log_every = log_every
         self.learning_rate = learning_rate
@@ -91,13 +94,18 @@ class Progress(Action):
         self.metrics = dict(
             means, learning_rate=learning_rate, examples_per_second=speed
         )
+        tokens = ""
+        if self.tokens_per_example:
+            per_second = None if speed is None else speed * self.tokens_per_example
+            self.metrics["tokens_per_second"] = per_second
+            tokens = f"tokens/s {'?' if per_second is None else round(per_second)} "
         _write_scalars(self.writer, self.metrics, step)
         shown = " ".join(f"{name} {value:.4f}" for name, value in means.items())
         rate = "?" if learning_rate is None else f"{learning_rate:.3e}"
         self.log.line(
             f"step {step}/{self.cadence.total_steps} "
             f"epoch {self.cadence.epoch(step)}/{self.epochs} {shown} lr {rate} "
-            f"examples/s {'?' if speed is None else round(speed, 1)} "
+            f"examples/s {'?' if speed is None else round(speed, 1)} {tokens}"
             f"eta {format_duration(eta)}"
         )
 
@@ -107,39 +115,114 @@ class Progress(Action):
 
 
 class Evaluation(Action):
-    """Validation loss and accuracy at each epoch end and when the run completes."""
+    """Validation metrics at the cadence's evaluation steps (`eval_every`
+    steps, else each epoch end; always the last step), and at step 0 of a
+    fresh run with `initial`.
 
-    def __init__(self, evaluate, logdir, cadence, epochs, log):
+    `estimate`, when given, is used between those of the last step (which
+    use `evaluate`, the whole validation set). With a `record`
+    (`rundir.evaluations.EvaluationRecord`), an evaluation due at the step a
+    run resumes from that the record does not reach (a kill interrupted it)
+    is done again; with `best` (`rundir.evaluations.BestCheckpoint`), every
+    evaluation that lowers the validation loss saves the best checkpoint.
+    """
+
+    def __init__(
+        self, evaluate, logdir, cadence, log, *, estimate=None, initial=False,
+        record=None, best=None,
+    ):  # fmt: skip
         self.evaluate = evaluate
+        self.estimate = estimate
         self.logdir = logdir
         self.cadence = cadence
-        self.epochs = epochs
         self.log = log
+        self.initial = initial
+        self.record = record
+        self.best = best
+        self.best_entry = None
         self.metrics = {}
         self.writer = None
 
+    @classmethod
+    def for_run(
+        cls, evaluate, estimate, logdir, cadence, log, *, initial, paths, best_of
+    ):
+        """The evaluation of a run (`paths`, its `RunPaths`): its record in
+        the checkpoint directory, and with `best_of` (the run's checkpoint)
+        the best one kept in `CHECKPOINT_DIR/best`."""
+        best = None
+        if best_of is not None:
+            best = evaluations.BestCheckpoint(
+                best_of, paths.own_checkpoint_dir, scratch=not paths.owns_directories
+            )
+        record = evaluations.EvaluationRecord(
+            paths.checkpoint_dir, write=paths.owns_directories
+        )
+        return cls(
+            evaluate, logdir, cadence, log, estimate=estimate, initial=initial,
+            record=record, best=best,
+        )  # fmt: skip
+
     def on_start(self, step):
+        # A fresh start ignores the record of checkpoints deleted since.
+        saved = self.record.read() if self.record and step else {}
+        self.best_entry = saved.get("best")
+        done = isinstance(saved.get("step"), int) and saved["step"] >= step
+        if done and saved["step"] == step:
+            self.metrics = dict(saved.get("metrics") or {})
+        redo = step > 0 and self.cadence.evaluation_due(step) and not done
+        if redo and self.logdir is not None:
+            # The interrupted evaluation may have written its scalars.
+            events.purge_from(os.path.join(self.logdir, "validation"), step)
         self.writer = _scalar_writer(self.logdir, "validation", step)
+        if redo:
+            self.log.line(f"evaluating step {step} again (a kill interrupted it)")
+        if redo or (step == 0 and self.initial):
+            self._run(step)
 
     def on_step_end(self, step, logs):
-        if self.cadence.epoch_end(step):
+        if self.cadence.evaluation_due(step):
             self._run(step)
 
     def _run(self, step):
-        self.metrics = self.evaluate()
+        whole = self.estimate is None or step == self.cadence.total_steps
+        self.metrics = (self.evaluate if whole else self.estimate)()
         _write_scalars(
             self.writer, {k[len("val_") :]: v for k, v in self.metrics.items()}, step
         )
         shown = " ".join(f"{name} {value:.4f}" for name, value in self.metrics.items())
-        self.log.line(
-            f"epoch {step // self.cadence.steps_per_epoch}/{self.epochs} {shown}"
-        )
+        if step and self.cadence.epoch_end(step) and not self.cadence.eval_every:
+            where = f"epoch {self.cadence.epoch(step)}/{self.cadence.epochs}"
+        else:
+            where = f"step {step}/{self.cadence.total_steps}"
+        note = "" if whole else " (estimate)"
+        self.log.line(f"{where} {shown}{note}{self._keep_if_best(step)}")
+        if self.record is not None:
+            self.record.write(step, self.metrics, self.best_entry)
+
+    def _keep_if_best(self, step):
+        loss = self.metrics.get("val_loss")
+        if self.best is None or loss is None or not math.isfinite(loss):
+            return ""
+        if self.best_entry and not loss < self.best_entry["val_loss"]:
+            return ""
+        try:
+            path = self.best.save(step)
+        except CheckpointWriteError as error:
+            raise StopRun(Stop("failed", str(error))) from error
+        self.best_entry = {"step": step, "val_loss": loss, "checkpoint": path}
+        return f"; best so far, saved: {path}" if path else ""
 
     def on_end(self, result):
         if result.status == "completed" and not self.metrics:
             self.metrics = self.evaluate()
         if self.writer is not None:
             self.writer.close()
+
+    @property
+    def summary(self):
+        """What `summary.json` records of the best checkpoint (None without)."""
+        return self.best_entry if self.best is not None else None
 
 
 class NormHistograms(Action):

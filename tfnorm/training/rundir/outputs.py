@@ -102,6 +102,7 @@ def summary(
     model_path,
     seconds,
     export=None,
+    best_checkpoint=None,
 ):
     """The `summary.json` of a run that ended as `result` (a `LoopResult`).
 
@@ -121,6 +122,8 @@ def summary(
         # {"kind": "model" or "weights", "path", "load", "reason", "sha256"}, or None
         "export": export,
         "checkpoint": checkpoint,
+        # With keep_best: {"step", "val_loss", "checkpoint"} of the best one.
+        "best_checkpoint": best_checkpoint,
         "logdir": config.logdir,
         "data": data,
         "nan_report": reason if result.status == "nan" else None,

@@ -29,7 +29,7 @@ from tfnorm import _safe_io
 from tfnorm._errors import setting_key
 from tfnorm.training.config.settings import ConfigError
 from tfnorm.training.data.vocabulary import VOCABULARY_FILE
-from tfnorm.training.rundir import checkpoints, outputs, run_identity
+from tfnorm.training.rundir import checkpoints, evaluations, outputs, run_identity
 from tfnorm.training.rundir.lock import DirectoryLock, DirectoryLockedError
 
 
@@ -121,6 +121,7 @@ def _refuse_linked_run_files(paths):
             run_identity.RUN_CONFIG_FILE,
             VOCABULARY_FILE,
             checkpoints.STATE_FILE,
+            evaluations.EVALUATION_FILE,
         ),
         "logdir": (
             DirectoryLock.LOCK_FILE,

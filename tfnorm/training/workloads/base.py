@@ -24,6 +24,11 @@ class Workload(abc.ABC):
 
     data_summary = None
     probe_batch = None
+    #: Tokens in one training example, for the tokens/s of progress lines
+    #: (None when the examples are not token windows).
+    tokens_per_example = None
+    #: Whether a fresh run evaluates before its first step.
+    evaluates_at_start = False
 
     def __init__(self, config, log):
         self.config = config
@@ -89,6 +94,11 @@ class Workload(abc.ABC):
     def evaluate_fn(self, setup):
         """A callable returning validation metrics (a dict), or None when
         there is no validation data."""
+
+    def estimate_fn(self, setup):
+        """A cheaper callable estimating the validation metrics between the
+        evaluations of the whole set, or None to always use `evaluate_fn`."""
+        return None
 
     @abc.abstractmethod
     def export(self, model, directory):

@@ -62,7 +62,6 @@ def build_classifier_setup(config, train_set, total_steps):
         ConfigError: `batch_size` does not split evenly over the replicas.
     """
     from tfnorm.models import build_classifier
-    from tfnorm.optim.schedules import WarmupSchedule
 
     strategy, policy = prepare_runtime(config)
     with strategy.scope(), _keras.checkpointable_random_state():
@@ -80,9 +79,7 @@ def build_classifier_setup(config, train_set, total_steps):
             dropout_rate=config.dropout_rate,
             epsilon=config.epsilon,
         )
-        schedule = WarmupSchedule(
-            config.learning_rate, config.warmup_steps, total_steps, decay=config.decay
-        )
+        schedule = run_schedule(config, total_steps)
         optimizer = run_optimizer(config, model, schedule)
         optimizer = wrap_and_build(optimizer, model)
         return assemble(strategy, policy, model, schedule, optimizer)
@@ -102,6 +99,14 @@ def prepare_runtime(config):
     except DeviceError as error:
         raise ConfigError("devices", str(error)) from None
     replicas = strategy.num_replicas_in_sync
+    if getattr(config, "jit_compile", False) and replicas > 1:
+        raise ConfigError(
+            "jit_compile",
+            f"jit_compile compiles one replica's step; the {config.strategy!r} "
+            f"strategy runs {replicas}, whose gradients are summed outside "
+            "XLA. Leave it out, or train on one device. "
+            f"Received: jit_compile=True, strategy={config.strategy!r}",
+        )
     if config.batch_size % replicas:
         raise ConfigError(
             "batch_size",
@@ -147,20 +152,44 @@ def assemble(strategy, policy, model, schedule, optimizer, data_iterator=None):
     )
 
 
+def run_schedule(config, total_steps):
+    """The learning-rate schedule of the run's settings: the warm-up, then
+    the decay to `min_learning_rate` at `total_steps`."""
+    from tfnorm.optim.schedules import WarmupSchedule
+
+    return WarmupSchedule(
+        config.learning_rate,
+        config.warmup_steps,
+        total_steps,
+        decay=config.decay,
+        final_lr=config.min_learning_rate,
+    )
+
+
 def run_optimizer(config, model, schedule):
-    """The optimizer the run's settings describe (AdamW without decay on norms).
+    """The optimizer the run's settings describe (AdamW decaying the
+    variables `weight_decay_on` names; by default not norms or biases).
 
     Clipping (`clipnorm`) is the optimizer's own: it clips the gradient
     summed over the replicas on every runtime.
     """
-    from tfnorm.optim.optimizers import make_optimizer
+    from tfnorm.optim.optimizers import decay_target, make_optimizer
 
+    exclude, decay_norms = decay_target(config.weight_decay_on)
+    extra = {}
+    if config.optimizer != "sgd":
+        extra = dict(
+            beta_1=config.beta1, beta_2=config.beta2, epsilon=config.adam_epsilon
+        )
     return make_optimizer(
         config.optimizer,
         learning_rate=schedule,
         weight_decay=config.weight_decay,
+        exclude_from_weight_decay=exclude,
+        decay_norms=decay_norms,
         clipnorm=config.clipnorm,
         model=model,
+        **extra,
     )
 
 
@@ -171,3 +200,16 @@ def wrap_and_build(optimizer, model):
     optimizer = wrap_for_mixed_precision(optimizer)
     _keras.build_optimizer(optimizer, model.trainable_variables)
     return optimizer
+
+
+def describe_run_decay(setup, config):
+    """The progress line saying which variables the weight decay shrinks,
+    or None when the optimizer is not the run's own AdamW (a compiled
+    `model_fn` model keeps its own)."""
+    from tfnorm.optim.optimizers import describe_decay
+
+    optimizer = getattr(setup.optimizer, "inner_optimizer", setup.optimizer)
+    if not hasattr(optimizer, "decays_variable"):
+        return None
+    described = describe_decay(optimizer, setup.model.trainable_variables)
+    return f"{described}; weight_decay_on {config.weight_decay_on}"

@@ -101,8 +101,9 @@ class ClassifierWorkload(Workload):
             )
 
     def step_fn(self, setup):
+        config = self.config
         return steps.classifier_step_fn(
-            setup, self.train_set, self.config.batch_size, self.config.seed
+            setup, self.train_set, config.batch_size, config.seed, config.jit_compile
         )
 
     @property

@@ -3,7 +3,8 @@
 The model is `tfnorm.build_decoder` (its `preset`, with the run's model
 settings over it) on byte tokens (`tfnorm.training.data.byte_text`): every
 UTF-8 text trains as it is, with nothing to download or fit. Training
-windows of `max_len + 1` bytes are visited in an order fixed by `seed`,
+windows of `max_len + 1` bytes are visited in an order fixed by `seed`
+(or, with `windows` "random", start at seeded random bytes),
 with the same batch order, train step and replica split as the classifier's
 (`workloads.steps`), so a checkpoint resumes exactly and the strategies work
 as they do for it. The loss is the mean cross-entropy per token; the
@@ -36,6 +37,7 @@ from tfnorm.training.workloads.build import (
     assemble,
     prepare_runtime,
     run_optimizer,
+    run_schedule,
     wrap_and_build,
 )
 
@@ -56,6 +58,12 @@ def decoder_arguments(config):
         "norm_position": config.norm_position,
         "dropout_rate": config.dropout_rate,
     }
+    if config.feed_forward is not None:
+        arguments["feed_forward"] = config.feed_forward
+    if config.bias is not None:
+        arguments["use_bias"] = config.bias
+    if config.init_std is not None:
+        arguments["init_std"] = config.init_std
     if config.norm is not None:
         arguments["norm"] = config.norm
     if config.epsilon is not None:
@@ -66,9 +74,12 @@ def decoder_arguments(config):
 class LanguageModelWorkload(Workload):
     """`build_decoder` trained on byte tokens of text files."""
 
+    evaluates_at_start = True
+
     def __init__(self, config, log):
         super().__init__(config, log)
         self.corpus = None
+        self.tokens_per_example = config.max_len
 
     @property
     def source(self):
@@ -108,18 +119,12 @@ class LanguageModelWorkload(Workload):
 
     def build(self, total_steps):
         from tfnorm.models import build_decoder
-        from tfnorm.optim.schedules import WarmupSchedule
 
         config = self.config
         strategy, policy = prepare_runtime(config)
         with strategy.scope(), _keras.checkpointable_random_state():
             model = build_decoder(**decoder_arguments(config))
-            schedule = WarmupSchedule(
-                config.learning_rate,
-                config.warmup_steps,
-                total_steps,
-                decay=config.decay,
-            )
+            schedule = run_schedule(config, total_steps)
             optimizer = run_optimizer(config, model, schedule)
             optimizer = wrap_and_build(optimizer, model)
             return assemble(strategy, policy, model, schedule, optimizer)
@@ -160,13 +165,19 @@ class LanguageModelWorkload(Workload):
             setup.optimizer,
             setup.strategy,
             config.batch_size * config.max_len,
+            jit_compile=config.jit_compile,
         )
-        order = steps.index_batches(
-            len(train), config.batch_size, config.seed, int(setup.examples_seen.numpy())
-        )
+        seen = int(setup.examples_seen.numpy())
+        if config.windows == "random":
+            batches = train.random_batches(config.batch_size, config.seed, seen)
+        else:
+            order = steps.index_batches(
+                len(train), config.batch_size, config.seed, seen
+            )
+            batches = (train.batch(indices) for indices in order)
 
         def step_fn(step):
-            inputs, targets = train.batch(next(order))
+            inputs, targets = next(batches)
             loss, correct, applied = train_step(
                 *steps.to_replicas(setup.strategy, inputs, targets)
             )
@@ -184,6 +195,14 @@ class LanguageModelWorkload(Workload):
             return None
         eval_step = make_eval_step(setup.model)
         return lambda: evaluate(eval_step, self.corpus.val, self.config.batch_size)
+
+    def estimate_fn(self, setup):
+        batches = self.config.eval_batches
+        if self.corpus.val is None or batches is None:
+            return None
+        eval_step = make_eval_step(setup.model)
+        size = self.config.batch_size
+        return lambda: evaluate(eval_step, self.corpus.val, size, batches=batches)
 
     def export(self, model, directory):
         arguments = ", ".join(
@@ -217,16 +236,32 @@ def make_eval_step(model):
     return eval_step
 
 
-def evaluate(eval_step, windows, batch_size):
+def estimate_windows(count, batches, batch_size):
+    """The windows an estimate from `batches` batches reads: spread evenly
+    over the held-out text, the same ones at every evaluation (so the
+    estimates of a run are comparable); None when that is all of them."""
+    wanted = batches * batch_size
+    if wanted >= count:
+        return None
+    return np.unique(np.linspace(0, count - 1, wanted).round().astype(np.int64))
+
+
+def evaluate(eval_step, windows, batch_size, batches=None):
     """Loss per token of the held-out text (every token but its first
-    predicted once), its perplexity and bits per byte, and token accuracy."""
+    predicted once), its perplexity and bits per byte, and token accuracy.
+
+    With `batches`, an estimate from that many batches of windows spread
+    over the text (`estimate_windows`), or all of it when it holds no more.
+    """
     tf = _keras.tf
     total_loss = total_correct = 0.0
+    chosen = estimate_windows(len(windows), batches, batch_size) if batches else None
+    order = np.arange(len(windows)) if chosen is None else chosen
     pieces = [
-        windows.batch(np.arange(start, min(start + batch_size, len(windows))))
-        for start in range(0, len(windows), batch_size)
+        windows.batch(order[start : start + batch_size])
+        for start in range(0, len(order), batch_size)
     ]
-    if windows.tail is not None:
+    if windows.tail is not None and chosen is None:
         tail = windows.tail
         pieces.append((tail[None, :-1], tail[None, 1:]))
     tokens = 0

@@ -46,7 +46,12 @@ from tfnorm.training.data.user_data import (
 from tfnorm.training.rundir import export, run_identity
 from tfnorm.training.workloads import label_checks, steps, user_code
 from tfnorm.training.workloads.base import Workload
-from tfnorm.training.workloads.build import assemble, prepare_runtime, run_optimizer
+from tfnorm.training.workloads.build import (
+    assemble,
+    prepare_runtime,
+    run_optimizer,
+    run_schedule,
+)
 from tfnorm.training.workloads.weight_records import (
     model_signature,
     weight_difference,
@@ -165,8 +170,6 @@ class OwnModelWorkload(Workload):
         return model
 
     def _compile(self, model, total_steps):
-        from tfnorm.optim.schedules import WarmupSchedule
-
         config = self.config
         if config.loss is None:
             raise ConfigError(
@@ -175,9 +178,7 @@ class OwnModelWorkload(Workload):
                 f"compiled: compile it in model_fn, or name its loss ({setting_key('loss')}, "
                 "e.g. sparse_categorical_crossentropy). Received: loss=None",
             )
-        schedule = WarmupSchedule(
-            config.learning_rate, config.warmup_steps, total_steps, decay=config.decay
-        )
+        schedule = run_schedule(config, total_steps)
         loss = _loss(config.loss, config.from_logits)
         metrics = ["accuracy"] if "categorical" in config.loss.lower() else []
         model.compile(

@@ -25,14 +25,16 @@ def correct_count(labels, logits):
     return tf.reduce_sum(tf.cast(tf.equal(predicted, labels), tf.float32))
 
 
-def make_train_step(model, optimizer, strategy, global_batch_size):
+def make_train_step(model, optimizer, strategy, global_batch_size, jit_compile=False):
     """A compiled step: `(ids, labels) -> (summed loss, correct count, applied)`.
 
     `applied` is the optimizer's own decision (`_keras.apply_gradients_and_report`):
     under float16 loss scaling a step whose gradients are not finite is
     skipped (False), and nothing of it reaches a weight. Gradient clipping
     is the optimizer's (see `tfnorm.optim.optimizers`), which clips the
-    gradient summed over the replicas on every runtime.
+    gradient summed over the replicas on every runtime. With `jit_compile`,
+    XLA compiles the whole step (one replica only: the optimizer's
+    all-reduce across replicas cannot run inside XLA).
     """
 
     def replica_step(ids, labels):
@@ -57,7 +59,7 @@ def make_train_step(model, optimizer, strategy, global_batch_size):
 
     # No Python control flow depends on tensors here, and autograph's
     # conversion of the Keras call stack costs seconds per trace.
-    @tf.function(autograph=False)
+    @tf.function(autograph=False, jit_compile=bool(jit_compile) or None)
     def train_step(ids, labels):
         loss, correct, applied = strategy.run(replica_step, args=(ids, labels))
         return (
@@ -82,7 +84,7 @@ def step_logs(loss, correct, applied, optimizer):
     return logs
 
 
-def classifier_step_fn(setup, train_set, batch_size, seed):
+def classifier_step_fn(setup, train_set, batch_size, seed, jit_compile=False):
     """The `step_fn` `run_loop` calls: one batch of the seeded order, one step.
 
     Continues the batch order where the restored `setup.examples_seen`
@@ -90,7 +92,7 @@ def classifier_step_fn(setup, train_set, batch_size, seed):
     checkpoint written after step N resumes exactly at step N + 1.
     """
     train_step = make_train_step(
-        setup.model, setup.optimizer, setup.strategy, batch_size
+        setup.model, setup.optimizer, setup.strategy, batch_size, jit_compile
     )
     stream = batches(train_set, batch_size, seed, int(setup.examples_seen.numpy()))
 
