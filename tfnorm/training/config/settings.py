@@ -276,6 +276,32 @@ def creatable(kind):
     return read
 
 
+def hf_checkpoint(key, value):
+    """A Hugging Face causal-LM checkpoint directory, by its `config.json`
+    (read here, without TensorFlow: an unknown `model_type` is refused
+    before anything runs)."""
+    path = _path(key, value)
+    if not os.path.isfile(os.path.join(path, "config.json")):
+        reason = "no such directory" if not os.path.isdir(path) else "no config.json"
+        raise ValueError(
+            f"`{key}` must name a Hugging Face checkpoint directory ({reason}). "
+            f"Received: {key}={value!r}"
+        )
+    from tfnorm.checkpoints.errors import CheckpointError
+    from tfnorm.checkpoints.hf_config import HFConfig
+
+    try:
+        model_type = HFConfig.read(path).model_type
+    except CheckpointError as error:
+        raise ValueError(f"`{key}`: {error} Received: {key}={value!r}") from None
+    if model_type == "bert":
+        raise ValueError(
+            f"`{key}` must be a causal language model (llama, mistral, qwen2, "
+            f"gpt2); {path} holds a bert encoder. Received: {key}={value!r}"
+        )
+    return path
+
+
 def _path(key, value):
     if isinstance(value, os.PathLike):
         value = os.fspath(value)

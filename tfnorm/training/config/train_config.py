@@ -45,6 +45,7 @@ from tfnorm.training.config.settings import (
     device_list,
     existing_file,
     function_spec,
+    hf_checkpoint,
     integer,
     keys_declared,
     loss_name,
@@ -198,6 +199,12 @@ class TrainConfig(DeclaredSettings):
         "settings given override it", choice(tuple(DECODER_PRESET_NORMS)),
         resume=FIXED, scope=LANGUAGE_MODEL,
     )  # fmt: skip
+    init_from: str | None = setting(
+        None, MODEL, "a Hugging Face checkpoint directory (Llama, Mistral, Qwen2, "
+        "GPT-2) to start from, with its tokenizer; its config sets the model "
+        f"({setting_key('norm')} may replace its norms)", hf_checkpoint,
+        optional=True, metavar="DIR", resume=FIXED, scope=LANGUAGE_MODEL,
+    )  # fmt: skip
     norm_position: str = setting(
         "pre",
         MODEL,
@@ -342,6 +349,7 @@ class TrainConfig(DeclaredSettings):
 
     def _finish(self, values):
         checks.check_scope(values, type(self))
+        checks.check_init_from(values, type(self))
         if values["norm"] is None and values["model_fn"] is None:
             if values["task"] != LANGUAGE_MODEL_TASK:  # its preset's norm
                 values["norm"] = "layer"

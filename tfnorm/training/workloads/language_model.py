@@ -28,9 +28,10 @@ import numpy as np
 from tfnorm import _keras
 from tfnorm._safe_io import atomic_write_json
 from tfnorm.training.data import byte_text
+from tfnorm.training.data.token_text import read_token_corpus
 from tfnorm.training.rundir import export, reading, run_identity
 from tfnorm.training.rundir.reading import LANGUAGE_MODEL_FILE  # noqa: F401
-from tfnorm.training.workloads import steps
+from tfnorm.training.workloads import checkpoint_start, steps
 from tfnorm.training.workloads.base import Workload
 from tfnorm.training.workloads.build import (
     assemble,
@@ -44,7 +45,14 @@ PROBE_WINDOWS = 8
 
 
 def decoder_arguments(config):
-    """The keyword arguments of `tfnorm.build_decoder` for the run's settings."""
+    """The keyword arguments of `tfnorm.build_decoder` for the run's settings
+    (with `init_from`, the checkpoint's, `norm` over them)."""
+    if config.init_from is not None:
+        from tfnorm.models.decoder.hf import hf_decoder_arguments
+
+        return hf_decoder_arguments(
+            config.init_from, max_len=config.max_len, norm=config.norm
+        )[0]
     arguments = {
         "num_layers": config.num_layers,
         "d_model": config.d_model,
@@ -69,6 +77,8 @@ class LanguageModelWorkload(Workload):
     def __init__(self, config, log):
         super().__init__(config, log)
         self.corpus = None
+        # The checkpoint's tokenizer with `init_from`; None: bytes.
+        self.tokenizer = None
 
     @property
     def source(self):
@@ -77,15 +87,22 @@ class LanguageModelWorkload(Workload):
 
     def load(self, saved, has_checkpoint):
         config = self.config
-        self.corpus = byte_text.read_corpus(
-            config.data, config.max_len, config.val_split
-        )
+        if config.init_from is not None:
+            self.tokenizer = checkpoint_start.checked_tokenizer(config)
+            self.corpus = read_token_corpus(
+                config.data, config.max_len, config.val_split, self.tokenizer
+            )
+        else:
+            self.corpus = byte_text.read_corpus(
+                config.data, config.max_len, config.val_split
+            )
         if has_checkpoint:
             run_identity.check_same_run(config, saved, self.corpus.sha256, self.log)
         report = self.corpus.report
+        kind = "byte" if self.tokenizer is None else "checkpoint-tokenizer"
         self.log.line(
             f"language model on {report['train_tokens']} training and "
-            f"{report['val_tokens']} validation byte tokens (the last "
+            f"{report['val_tokens']} validation {kind} tokens (the last "
             f"{report['val_split']:.0%} of the text)"
             + _baseline(report["val_unigram_bits_per_byte"])
         )
@@ -95,10 +112,16 @@ class LanguageModelWorkload(Workload):
         self.data_summary = {
             "source": self.source,
             "train_examples": len(self.corpus.train),
-            "vocab_size": byte_text.VOCAB_SIZE,
+            "vocab_size": self.vocab_size,
             "sha256": self.corpus.sha256,
             **report,
         }
+
+    @property
+    def vocab_size(self):
+        if self.tokenizer is None:
+            return byte_text.VOCAB_SIZE
+        return self.tokenizer.vocab_size
 
     def __len__(self):
         return len(self.corpus.train)
@@ -113,7 +136,10 @@ class LanguageModelWorkload(Workload):
         config = self.config
         strategy, policy = prepare_runtime(config)
         with strategy.scope(), _keras.checkpointable_random_state():
-            model = build_decoder(**decoder_arguments(config))
+            if config.init_from is not None:
+                model = checkpoint_start.starting_model(config, self.log)
+            else:
+                model = build_decoder(**decoder_arguments(config))
             schedule = WarmupSchedule(
                 config.learning_rate,
                 config.warmup_steps,
@@ -132,23 +158,26 @@ class LanguageModelWorkload(Workload):
     def identity(self):
         return {
             "data_sha256": self.corpus.sha256,
-            "vocab_size": byte_text.VOCAB_SIZE,
-            "tokenizer": "bytes",
+            "vocab_size": self.vocab_size,
+            "tokenizer": "bytes" if self.tokenizer is None else "checkpoint",
             reading.DECODER_DIGEST_KEY: reading.decoder_digest(
                 decoder_arguments(self.config)
             ),
         }
 
     def write_files(self, paths):
-        atomic_write_json(
-            os.path.join(paths.logdir, LANGUAGE_MODEL_FILE),
-            reading.language_model_recipe(
-                decoder_arguments(self.config),
-                paths.logdir,
-                paths.checkpoint_dir,
-                byte_text.END_OF_TEXT,
-            ),
+        recipe = reading.language_model_recipe(
+            decoder_arguments(self.config),
+            paths.logdir,
+            paths.checkpoint_dir,
+            byte_text.END_OF_TEXT,
         )
+        if self.tokenizer is not None:
+            recipe["tokenizer"] = checkpoint_start.save_tokenizer(
+                self.tokenizer, paths.logdir
+            )
+            recipe["end_of_text"] = self.tokenizer.eos_id
+        atomic_write_json(os.path.join(paths.logdir, LANGUAGE_MODEL_FILE), recipe)
 
     def step_fn(self, setup):
         config = self.config
@@ -181,7 +210,10 @@ class LanguageModelWorkload(Workload):
         if self.corpus.val is None:
             return None
         eval_step = make_eval_step(setup.model)
-        return lambda: evaluate(eval_step, self.corpus.val, self.config.batch_size)
+        val_bytes = self.corpus.report.get("val_bytes")
+        return lambda: evaluate(
+            eval_step, self.corpus.val, self.config.batch_size, val_bytes
+        )
 
     def export(self, model, directory):
         arguments = ", ".join(
@@ -215,9 +247,13 @@ def make_eval_step(model):
     return eval_step
 
 
-def evaluate(eval_step, windows, batch_size):
+def evaluate(eval_step, windows, batch_size, val_bytes=None):
     """Loss per token of the held-out text (every token but its first
-    predicted once), its perplexity and bits per byte, and token accuracy."""
+    predicted once), its perplexity and bits per byte, and token accuracy.
+
+    Bits per byte: the summed loss over the bytes the predicted tokens
+    cover, `val_bytes` (None: one byte a token, tfnorm's byte tokens), so
+    models of different tokenizers compare."""
     tf = _keras.tf
     total_loss = total_correct = 0.0
     pieces = [
@@ -237,6 +273,6 @@ def evaluate(eval_step, windows, batch_size):
     return {
         "val_loss": mean,
         "val_perplexity": math.exp(min(mean, 700.0)),
-        "val_bits_per_byte": mean / math.log(2.0),
+        "val_bits_per_byte": total_loss / (val_bytes or tokens) / math.log(2.0),
         "val_accuracy": total_correct / tokens,
     }

@@ -1,0 +1,122 @@
+"""`tfnorm train --task lm --init-from DIR`: a Hugging Face checkpoint's
+weights and tokenizer as the start of a run (the committed tiny GPT-2 with
+the committed BPE, both of 300 ids)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+
+import numpy as np
+import pytest
+
+from tests.checkpoints.hf_data import fixture
+from tests.training.workloads.test_language_model import corpus_text
+from tfnorm.cli.main import main
+
+
+def gpt2_checkpoint(tmp_path, with_tokenizer=True, edit=None):
+    target = tmp_path / "gpt2"
+    shutil.copytree(fixture("gpt2"), target)
+    if with_tokenizer:
+        for name in ("tokenizer.json", "tokenizer_config.json"):
+            shutil.copy(os.path.join(fixture("tokenizer"), name), target / name)
+    if edit is not None:
+        config = json.loads((target / "config.json").read_text())
+        edit(config)
+        (target / "config.json").write_text(json.dumps(config))
+    return str(target)
+
+
+def _text(tmp_path):
+    path = tmp_path / "text.txt"
+    path.write_text(corpus_text(2500), encoding="utf-8")
+    return str(path)
+
+
+def _train(argv):
+    try:
+        return main(["train", *argv, "--histogram-every", "0"])
+    except SystemExit as exit:
+        return exit.code
+
+
+def test_a_gpt2_checkpoint_fine_tunes_exports_and_generates(tmp_path, capsys):
+    from tfnorm.checkpoints import SafetensorsReader
+
+    checkpoint, logdir = gpt2_checkpoint(tmp_path), tmp_path / "run"
+    argv = ["--task", "lm", "--data", _text(tmp_path), "--init-from", checkpoint]
+    argv += ["--max-len", "16", "--batch-size", "4", "--steps-per-epoch", "2"]
+    argv += ["--val-split", "0.2", "--norm", "rms", "--logdir", str(logdir)]
+    assert _train(argv) == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    assert len(re.findall(r"norms are RMSNorms now", out)) == 1, out
+    summary = json.loads((logdir / "summary.json").read_text())
+    assert summary["status"] == "completed"
+    metrics = summary["final_metrics"] if "final_metrics" in summary else summary
+    assert "val_bits_per_byte" in json.dumps(metrics)
+    recipe = json.loads((logdir / "language_model.json").read_text())
+    assert recipe["tokenizer"] == "tokenizer" and recipe["end_of_text"] == 2
+    assert recipe["build_decoder"]["norm"] == "rms"
+    assert (logdir / "tokenizer" / "tokenizer.json").is_file()
+    assert (logdir / "model.keras").is_file()
+
+    from tfnorm.training.text_generation import TextGenerator
+
+    generator = TextGenerator(str(logdir))
+    # The run started from the checkpoint: its first block's RMSNorm scale
+    # is the checkpoint's LayerNorm gamma after two small steps.
+    gamma = generator.model.blocks[0].attention_norm.gamma.numpy()
+    start = SafetensorsReader(checkpoint).get("transformer.h.0.ln_1.weight")
+    assert np.abs(gamma - start).max() < 0.05
+    text = generator.complete("the quick", 3, temperature=0)
+    assert text.startswith("the quick") and generator.tokenizer is not None
+
+
+def _bad(edit=None, *extra, tokenizer=True, task=True):
+    def arguments(tmp_path):
+        argv = ["--task", "lm", "--data", _text(tmp_path)] if task else []
+        argv += ["--task", "sorted"] if not task else []
+        argv += ["--logdir", str(tmp_path / "run")]
+        where = gpt2_checkpoint(tmp_path, tokenizer, edit)
+        return argv + ["--init-from", where, *extra]
+
+    return arguments
+
+
+def _init_from(path):
+    def arguments(tmp_path):
+        argv = ["--task", "lm", "--data", _text(tmp_path)]
+        return argv + ["--logdir", str(tmp_path / "run"), "--init-from", path(tmp_path)]
+
+    return arguments
+
+
+BAD = [
+    ("no such dir", _init_from(lambda t: str(t / "nope")), r"--init-from\b.*no such directory.*init_from="),
+    ("no config", _init_from(lambda t: str(t)), r"--init-from\b.*no config\.json"),
+    ("bert", _init_from(lambda t: fixture("bert")), r"--init-from\b.*bert encoder"),
+    ("t5", _bad(lambda c: c.update(model_type="t5")), r"--init-from\b.*model_type='t5'"),
+    ("not lm", _bad(task=False), r"--init-from\b.*--task lm only"),
+    ("d_model too", _bad(None, "--d-model", "32"), r"--d-model .*comes from the checkpoint.*d_model=32"),
+    ("no tokenizer", _bad(tokenizer=False), r"--init-from\b.*no tokenizer there"),
+    ("context past positions", _bad(None, "--max-len", "64"), r"--init-from\b.*max_len=64 exceeds .*n_positions=32$"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "arguments, expected", [b[1:] for b in BAD], ids=[b[0] for b in BAD]
+)
+def test_bad_init_from_is_one_line_exit_2_and_writes_nothing(
+    tmp_path, capsys, arguments, expected
+):
+    argv = arguments(tmp_path)
+    capsys.readouterr()
+    status = _train(argv)
+    error = capsys.readouterr().err
+    assert status == 2 and error.count("\n") == 1, error
+    assert error.startswith("tfnorm train: error: "), error
+    assert re.search(expected, error), error
+    assert not (tmp_path / "run").exists()

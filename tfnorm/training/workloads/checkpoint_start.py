@@ -1,0 +1,75 @@
+"""Starting `tfnorm train --task lm` from a Hugging Face checkpoint (`init_from`).
+
+The checkpoint's tokenizer replaces tfnorm's bytes and its weights the
+random start: `tfnorm.models.decoder_from_hf` builds the model its
+config.json describes, with `norm` (when given) in place of the family's
+norms. The tokenizer is saved in the run directory, where `tfnorm generate`
+finds it (`language_model.json` names the folder).
+"""
+
+from __future__ import annotations
+
+import os
+
+from tfnorm._errors import setting_key
+from tfnorm.training.data import DataError
+
+#: The run directory's folder for the tokenizer (`language_model.json`'s
+#: `tokenizer`).
+TOKENIZER_DIR = "tokenizer"
+
+
+def checked_tokenizer(config):
+    """The tokenizer of `config.init_from`, checked against its model.
+
+    Raises:
+        DataError: naming the setting: no tokenizer, no end-of-text id, more
+            ids than the model's vocabulary, or a context longer than the
+            model's positions.
+    """
+    from tfnorm.checkpoints import CheckpointError, load_tokenizer
+    from tfnorm.models.decoder.hf import hf_decoder_arguments
+
+    where = config.init_from
+    try:
+        arguments, _ = hf_decoder_arguments(where, max_len=config.max_len)
+        tokenizer = load_tokenizer(where)
+    except CheckpointError as error:
+        received = (
+            "" if "Received:" in str(error) else f" Received: init_from={where!r}"
+        )
+        raise DataError(f"{setting_key('init_from')}: {error}{received}") from None
+    if tokenizer.eos_id is None or tokenizer.vocab_size > arguments["vocab_size"]:
+        raise DataError(
+            f"{setting_key('init_from')}: the tokenizer of {where} "
+            + (
+                "has no end-of-text id (eos_token), which ends each file"
+                if tokenizer.eos_id is None
+                else f"has {tokenizer.vocab_size} ids, more than the model's "
+                f"vocab_size {arguments['vocab_size']}"
+            )
+            + f". Received: init_from={where!r}"
+        )
+    return tokenizer
+
+
+def starting_model(config, log):
+    """The checkpoint's decoder (its norms `config.norm` when given), saying
+    in one line what a norm swap did."""
+    from tfnorm.models.decoder.hf import decoder_from_hf
+
+    model = decoder_from_hf(config.init_from, max_len=config.max_len, norm=config.norm)
+    if config.norm is not None:
+        norm = type(model.blocks[0].attention_norm).__name__
+        log.line(
+            f"norm (--norm) {config.norm}: the checkpoint's norms are "
+            f"{norm}s now (each scale kept; a bias {norm} has no place for "
+            "is left out, so training starts from a changed model)"
+        )
+    return model
+
+
+def save_tokenizer(tokenizer, logdir):
+    """Writes `tokenizer` into the run directory; returns its folder name."""
+    tokenizer.save(os.path.join(logdir, TOKENIZER_DIR))
+    return TOKENIZER_DIR
