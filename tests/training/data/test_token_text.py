@@ -1,5 +1,5 @@
-"""read_token_corpus: text as a checkpoint tokenizer's ids, with the bytes
-they cover (the committed BPE of tests/data/hf/tokenizer)."""
+"""read_token_corpus: text split as bytes are, then as a tokenizer's ids, with
+the bytes they cover (the committed BPE of tests/data/hf/tokenizer)."""
 
 from __future__ import annotations
 
@@ -17,9 +17,11 @@ def test_ids_end_each_file_and_the_validation_bytes_are_its_text(tmp_path):
     (tmp_path / "b.txt").write_text(second, encoding="utf-8")
     ids_a = tokenizer.encode(first, add_special_tokens=False)
     ids_b = tokenizer.encode(second, add_special_tokens=False)
-    held_out = len(ids_b) + 1  # b.txt and its end-of-text id
-    total = len(ids_a) + held_out + 1
-    corpus = read_token_corpus(str(tmp_path), 4, held_out / total, tokenizer)
+    # Split by bytes, as a byte model's: b.txt and its end-of-text token.
+    held_out = len(second.encode("utf-8")) + 1
+    total = len(first.encode("utf-8")) + 1 + held_out
+    corpus, same = read_token_corpus(str(tmp_path), 4, held_out / total, tokenizer)
+    assert same is tokenizer
     eos = tokenizer.eos_id
     expected = np.concatenate([ids_a, [eos], ids_b, [eos]])
     np.testing.assert_array_equal(

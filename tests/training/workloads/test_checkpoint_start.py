@@ -61,7 +61,9 @@ def test_a_gpt2_checkpoint_fine_tunes_exports_and_generates(tmp_path, capsys):
     assert recipe["tokenizer"] == "tokenizer" and recipe["end_of_text"] == 2
     assert recipe["build_decoder"]["norm"] == "rms"
     assert (logdir / "tokenizer" / "tokenizer.json").is_file()
-    assert (logdir / "model.keras").is_file()
+    from tfnorm.training.prediction import find_model
+
+    assert os.path.exists(find_model(str(logdir)))  # model.keras, or TF 2.9's
 
     from tfnorm.training.text_generation import TextGenerator
 
@@ -120,3 +122,84 @@ def test_bad_init_from_is_one_line_exit_2_and_writes_nothing(
     assert error.startswith("tfnorm train: error: "), error
     assert re.search(expected, error), error
     assert not (tmp_path / "run").exists()
+
+
+SMALL = ["--max-len", "16", "--num-layers", "1", "--d-model", "16"]
+SMALL += ["--num-heads", "2", "--batch-size", "4", "--steps-per-epoch", "2"]
+
+
+def test_a_bpe_is_fitted_saved_checked_on_resume_and_bits_stay_per_byte(
+    tmp_path, capsys
+):
+    import math
+
+    logdir = tmp_path / "run"
+    argv = ["--task", "lm", "--data", _text(tmp_path), "--tokenizer", "bpe:300"]
+    argv += [*SMALL, "--val-split", "0.2", "--logdir", str(logdir)]
+    assert _train(argv) == 0, capsys.readouterr().err
+    summary = json.loads((logdir / "summary.json").read_text())
+    data, metrics = summary["data"], summary["metrics"]
+    assert data["vocab_size"] == 300 and data["val_bytes"] > data["val_tokens"]
+    per_token = metrics["val_loss"] * (data["val_tokens"] - 1)
+    expected = per_token / data["val_bytes"] / math.log(2)
+    assert abs(metrics["val_bits_per_byte"] - expected) < 1e-6 * expected
+    saved = logdir / "tokenizer" / "tokenizer.json"
+    assert saved.is_file()
+    # A saved tokenizer edited between runs no longer gives the trained ids.
+    definition = json.loads(saved.read_text())
+    vocab = definition["model"]["vocab"]
+    first, second = sorted(vocab)[:2]
+    vocab[first], vocab[second] = vocab[second], vocab[first]
+    saved.write_text(json.dumps(definition))
+    capsys.readouterr()
+    assert _train([*argv, "--epochs", "2"]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and "another tokenizer" in error, error
+
+
+def test_a_tokenizer_json_path_trains(tmp_path, capsys):
+    logdir = tmp_path / "run"
+    path = os.path.join(fixture("tokenizer"), "tokenizer.json")
+    argv = ["--task", "lm", "--data", _text(tmp_path), "--tokenizer", path]
+    argv += [*SMALL, "--logdir", str(logdir), "--no-export"]
+    assert _train(argv) == 0, capsys.readouterr().err
+    recipe = json.loads((logdir / "language_model.json").read_text())
+    assert recipe["build_decoder"]["vocab_size"] == 300
+
+
+def _tokenizer(value, *extra, task="lm"):
+    def arguments(tmp_path):
+        argv = ["--task", task, "--logdir", str(tmp_path / "run")]
+        if task == "lm":
+            argv += ["--data", _text(tmp_path)]
+        return argv + ["--tokenizer", value(tmp_path), *extra]
+
+    return arguments
+
+
+def _no_eos(tmp_path):
+    shutil.copy(os.path.join(fixture("tokenizer"), "tokenizer.json"), tmp_path)
+    return str(tmp_path / "tokenizer.json")
+
+
+BAD_TOKENIZERS = [
+    ("bpe too small", _tokenizer(lambda t: "bpe:12"), r"--tokenizer\b.*bpe:N needs .*tokenizer='bpe:12'"),
+    ("bpe not a number", _tokenizer(lambda t: "bpe:x"), r"--tokenizer\b.*tokenizer='bpe:x'"),
+    ("no such file", _tokenizer(lambda t: str(t / "nope.json")), r"--tokenizer\b.*no such file.*nope\.json"),
+    ("no eos", _tokenizer(_no_eos), r"--tokenizer\b.*no end-of-text id.*tokenizer="),
+    ("not lm", _tokenizer(lambda t: "bpe:300", task="sorted"), r"--tokenizer\b.*--task lm only"),
+    ("with init_from", lambda t: _bad()(t) + ["--tokenizer", "bpe:300"], r"--tokenizer\b.*comes from the checkpoint"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "arguments, expected",
+    [b[1:] for b in BAD_TOKENIZERS],
+    ids=[b[0] for b in BAD_TOKENIZERS],
+)
+def test_bad_tokenizer_is_one_line_exit_2_and_writes_nothing(
+    tmp_path, capsys, arguments, expected
+):
+    test_bad_init_from_is_one_line_exit_2_and_writes_nothing(
+        tmp_path, capsys, arguments, expected
+    )

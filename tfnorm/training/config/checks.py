@@ -361,7 +361,7 @@ def check_init_from(values, config_class):
     if values.get("init_from") is None:
         return
     defaults = {field.name: field.default for field in dataclasses.fields(config_class)}
-    for key in CHECKPOINT_SHAPED + ("norm_position",):
+    for key in CHECKPOINT_SHAPED + ("norm_position", "tokenizer"):
         if values[key] != defaults[key]:
             raise ConfigError(
                 key,

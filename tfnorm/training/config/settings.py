@@ -302,6 +302,36 @@ def hf_checkpoint(key, value):
     return path
 
 
+#: `bpe:N`'s bounds: the 256 byte symbols and one end-of-text token, and
+#: ids that stay a small embedding table.
+BPE_SIZES = (257, 2**20)
+
+
+def tokenizer_spec(key, value):
+    """`bytes`, `bpe:N` (N in `BPE_SIZES`) or the path of a tokenizer.json
+    (or of a directory holding one)."""
+    if value == "bytes":
+        return value
+    if isinstance(value, str) and value.startswith("bpe:"):
+        low, high = BPE_SIZES
+        size = value[4:]
+        if not size.isdigit() or not low <= int(size) <= high:
+            raise ValueError(
+                f"`{key}` bpe:N needs a whole N in [{low}, {high}] (the token "
+                f"ids of the byte-level BPE). Received: {key}={value!r}"
+            )
+        return f"bpe:{int(size)}"
+    path = _path(key, value)
+    found = path if os.path.basename(path) == "tokenizer.json" else None
+    found = found or os.path.join(path, "tokenizer.json")
+    if not os.path.isfile(found):
+        raise ValueError(
+            f"`{key}` must be bytes, bpe:N, or a tokenizer.json or a directory "
+            f"holding one (no such file: {found}). Received: {key}={value!r}"
+        )
+    return path
+
+
 def _path(key, value):
     if isinstance(value, os.PathLike):
         value = os.fspath(value)

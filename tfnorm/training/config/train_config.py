@@ -53,6 +53,7 @@ from tfnorm.training.config.settings import (
     number,
     precision,
     setting,
+    tokenizer_spec,
 )
 
 # The shortest sequence: the synthetic tasks compare two tokens, and a text
@@ -197,6 +198,13 @@ class TrainConfig(DeclaredSettings):
         "rotary positions, SwiGLU, no biases) or gpt2 (LayerNorm, learned "
         "positions, GELU, biases, head tied to the embedding); the model "
         "settings given override it", choice(tuple(DECODER_PRESET_NORMS)),
+        resume=FIXED, scope=LANGUAGE_MODEL,
+    )  # fmt: skip
+    tokenizer: str = setting(
+        "bytes", MODEL, "the language model's tokens: bytes (UTF-8, no "
+        "vocabulary), bpe:N (a byte-level BPE of N ids fitted to the training "
+        "split and saved in the run), or a tokenizer.json or a directory with "
+        "one", tokenizer_spec, metavar="bytes|bpe:N|PATH",
         resume=FIXED, scope=LANGUAGE_MODEL,
     )  # fmt: skip
     init_from: str | None = setting(

@@ -73,3 +73,82 @@ def save_tokenizer(tokenizer, logdir):
     """Writes `tokenizer` into the run directory; returns its folder name."""
     tokenizer.save(os.path.join(logdir, TOKENIZER_DIR))
     return TOKENIZER_DIR
+
+
+def bpe_size(spec):
+    """N of a `bpe:N` tokenizer setting, else None."""
+    return int(spec[4:]) if spec.startswith("bpe:") else None
+
+
+def tokenizer_vocab_size(config):
+    """The model's vocabulary for the run's `tokenizer` setting (not bytes)."""
+    size = bpe_size(config.tokenizer)
+    if size is not None:
+        return size
+    return _loaded(config.tokenizer).vocab_size
+
+
+def _loaded(spec):
+    from tfnorm.checkpoints import CheckpointError, load_tokenizer
+
+    try:
+        tokenizer = load_tokenizer(spec)
+    except CheckpointError as error:
+        raise DataError(f"{setting_key('tokenizer')}: {error}") from None
+    if tokenizer.eos_id is None:
+        raise DataError(
+            f"{setting_key('tokenizer')}: the tokenizer has no end-of-text id "
+            f"(eos_token), which ends each file. Received: tokenizer={spec!r}"
+        )
+    return tokenizer
+
+
+def run_tokenizer(config, has_checkpoint):
+    """The run's tokenizer, or a function of the training documents that
+    fits one (`bpe:N`), or None for bytes. A resumed `bpe:N` run reads the
+    one it saved."""
+    if config.init_from is not None:
+        return checked_tokenizer(config)
+    if config.tokenizer == "bytes":
+        return None
+    size = bpe_size(config.tokenizer)
+    if size is None:
+        return _loaded(config.tokenizer)
+    saved = os.path.join(config.logdir, TOKENIZER_DIR)
+    if has_checkpoint and os.path.isfile(os.path.join(saved, "tokenizer.json")):
+        return _loaded(saved)
+    from tfnorm.training.data.bpe_training import train_byte_bpe
+
+    return lambda texts: train_byte_bpe(texts, size)
+
+
+def tokenizer_sha256(tokenizer):
+    """The SHA-256 of a tokenizer's whole definition (vocabulary, merges)."""
+    import hashlib
+
+    return hashlib.sha256(tokenizer.tokenizer.to_str().encode("utf-8")).hexdigest()
+
+
+def tokenizer_identity(tokenizer):
+    """What `run_config.json` records of the run's tokenizer (none: bytes)."""
+    if tokenizer is None:
+        return {}
+    return {"tokenizer_sha256": tokenizer_sha256(tokenizer)}
+
+
+def check_same_tokenizer(saved, tokenizer):
+    """Refuses to resume checkpoints trained on other token ids."""
+    from tfnorm.training.config.settings import ConfigError
+    from tfnorm.training.rundir.run_identity import IDENTITY_KEY
+
+    identity = (saved or {}).get(IDENTITY_KEY) or {}
+    recorded = identity.get("tokenizer_sha256") if isinstance(identity, dict) else None
+    now = tokenizer_sha256(tokenizer) if tokenizer is not None else None
+    if recorded != now:
+        raise ConfigError(
+            "tokenizer",
+            "the checkpoints were trained with another tokenizer "
+            f"({(recorded or 'bytes')[:12]}... then, {(now or 'bytes')[:12]}... "
+            "now); resuming would read other ids. Start a new "
+            f"{setting_key('logdir')}, or give the tokenizer of the run.",
+        )

@@ -53,12 +53,15 @@ def decoder_arguments(config):
         return hf_decoder_arguments(
             config.init_from, max_len=config.max_len, norm=config.norm
         )[0]
+    vocab_size = byte_text.VOCAB_SIZE
+    if config.tokenizer != "bytes":
+        vocab_size = checkpoint_start.tokenizer_vocab_size(config)
     arguments = {
         "num_layers": config.num_layers,
         "d_model": config.d_model,
         "num_heads": config.num_heads,
         "dff": config.dff,
-        "vocab_size": byte_text.VOCAB_SIZE,
+        "vocab_size": vocab_size,
         "max_len": config.max_len,
         "preset": config.preset,
         "norm_position": config.norm_position,
@@ -87,10 +90,10 @@ class LanguageModelWorkload(Workload):
 
     def load(self, saved, has_checkpoint):
         config = self.config
-        if config.init_from is not None:
-            self.tokenizer = checkpoint_start.checked_tokenizer(config)
-            self.corpus = read_token_corpus(
-                config.data, config.max_len, config.val_split, self.tokenizer
+        tokenizer = checkpoint_start.run_tokenizer(config, has_checkpoint)
+        if tokenizer is not None:
+            self.corpus, self.tokenizer = read_token_corpus(
+                config.data, config.max_len, config.val_split, tokenizer
             )
         else:
             self.corpus = byte_text.read_corpus(
@@ -98,6 +101,7 @@ class LanguageModelWorkload(Workload):
             )
         if has_checkpoint:
             run_identity.check_same_run(config, saved, self.corpus.sha256, self.log)
+            checkpoint_start.check_same_tokenizer(saved, self.tokenizer)
         report = self.corpus.report
         kind = "byte" if self.tokenizer is None else "checkpoint-tokenizer"
         self.log.line(
@@ -159,7 +163,8 @@ class LanguageModelWorkload(Workload):
         return {
             "data_sha256": self.corpus.sha256,
             "vocab_size": self.vocab_size,
-            "tokenizer": "bytes" if self.tokenizer is None else "checkpoint",
+            "tokenizer": "bytes" if self.tokenizer is None else "tokenizer.json",
+            **checkpoint_start.tokenizer_identity(self.tokenizer),
             reading.DECODER_DIGEST_KEY: reading.decoder_digest(
                 decoder_arguments(self.config)
             ),
