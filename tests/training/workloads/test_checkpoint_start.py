@@ -88,6 +88,17 @@ def _bad(edit=None, *extra, tokenizer=True, task=True):
     return arguments
 
 
+def _a_run(tmp_path):
+    """A directory that reads as a tfnorm run (its recipe; no weights)."""
+    run = tmp_path / "earlier"
+    run.mkdir()
+    recipe = {"tokenizer": "bytes", "end_of_text": 256, "checkpoint_dir": "c"}
+    recipe["build_decoder"] = {"num_layers": 1, "d_model": 16, "num_heads": 2}
+    recipe["build_decoder"].update(dff=32, vocab_size=257, max_len=16)
+    (run / "language_model.json").write_text(json.dumps(recipe))
+    return str(run)
+
+
 def _init_from(path):
     def arguments(tmp_path):
         argv = ["--task", "lm", "--data", _text(tmp_path)]
@@ -99,6 +110,7 @@ def _init_from(path):
 BAD = [
     ("no such dir", _init_from(lambda t: str(t / "nope")), r"--init-from\b.*no such directory.*init_from="),
     ("no config", _init_from(lambda t: str(t)), r"--init-from\b.*no config\.json"),
+    ("run and --norm", lambda t: _init_from(lambda t: _a_run(t))(t) + ["--norm", "rms"], r"--norm\b.*keeps its own norms"),
     ("bert", _init_from(lambda t: fixture("bert")), r"--init-from\b.*bert encoder"),
     ("t5", _bad(lambda c: c.update(model_type="t5")), r"--init-from\b.*model_type='t5'"),
     ("not lm", _bad(task=False), r"--init-from\b.*--task lm only"),
@@ -145,6 +157,15 @@ def test_a_bpe_is_fitted_saved_checked_on_resume_and_bits_stay_per_byte(
     assert abs(metrics["val_bits_per_byte"] - expected) < 1e-6 * expected
     saved = logdir / "tokenizer" / "tokenizer.json"
     assert saved.is_file()
+    # A tfnorm run is a start too: its weights and its tokenizer.
+    follow = ["--task", "lm", "--data", _text(tmp_path), "--init-from", str(logdir)]
+    follow += ["--max-len", "16", "--batch-size", "4", "--steps-per-epoch", "1"]
+    follow += ["--no-export", "--logdir", str(tmp_path / "next")]
+    capsys.readouterr()
+    assert _train(follow) == 0, capsys.readouterr().err
+    assert f"starting from the weights of {logdir}" in capsys.readouterr().out
+    again = tmp_path / "next" / "tokenizer" / "tokenizer.json"
+    assert json.loads(again.read_text()) == json.loads(saved.read_text())
     # A saved tokenizer edited between runs no longer gives the trained ids.
     definition = json.loads(saved.read_text())
     vocab = definition["model"]["vocab"]

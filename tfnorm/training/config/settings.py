@@ -277,15 +277,18 @@ def creatable(kind):
 
 
 def hf_checkpoint(key, value):
-    """A Hugging Face causal-LM checkpoint directory, by its `config.json`
+    """A tfnorm language-model run (its `language_model.json`), or a Hugging
+    Face causal-LM checkpoint directory, by its `config.json`
     (read here, without TensorFlow: an unknown `model_type` is refused
     before anything runs)."""
     path = _path(key, value)
+    if os.path.isfile(os.path.join(path, "language_model.json")):
+        return path  # a tfnorm language-model run, read when the run loads
     if not os.path.isfile(os.path.join(path, "config.json")):
         reason = "no such directory" if not os.path.isdir(path) else "no config.json"
         raise ValueError(
-            f"`{key}` must name a Hugging Face checkpoint directory ({reason}). "
-            f"Received: {key}={value!r}"
+            f"`{key}` must name a Hugging Face checkpoint directory or a tfnorm "
+            f"language-model run ({reason}). Received: {key}={value!r}"
         )
     from tfnorm.checkpoints.errors import CheckpointError
     from tfnorm.checkpoints.hf_config import HFConfig

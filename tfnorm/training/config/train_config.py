@@ -209,7 +209,8 @@ class TrainConfig(DeclaredSettings):
     )  # fmt: skip
     init_from: str | None = setting(
         None, MODEL, "a Hugging Face checkpoint directory (Llama, Mistral, Qwen2, "
-        "GPT-2) to start from, with its tokenizer; its config sets the model "
+        "GPT-2) or a tfnorm language-model run to start from, with its "
+        "tokenizer; its config sets the model "
         f"({setting_key('norm')} may replace its norms)", hf_checkpoint,
         optional=True, metavar="DIR", resume=FIXED, scope=LANGUAGE_MODEL,
     )  # fmt: skip

@@ -19,6 +19,54 @@ from tfnorm.training.data import DataError
 TOKENIZER_DIR = "tokenizer"
 
 
+def is_run_directory(path):
+    """Whether `path` is a tfnorm language-model run (its
+    `language_model.json`), not a Hugging Face checkpoint."""
+    from tfnorm.training.rundir.reading import LANGUAGE_MODEL_FILE
+
+    return os.path.isfile(os.path.join(path, LANGUAGE_MODEL_FILE))
+
+
+def _run_recipe(config):
+    from tfnorm.training.rundir.reading import RunDirectoryError, read_recipe
+
+    try:
+        return read_recipe(config.init_from)
+    except RunDirectoryError as error:
+        raise DataError(f"{setting_key('init_from')}: {error}") from None
+
+
+def start_arguments(config):
+    """`build_decoder`'s arguments of the model `init_from` names."""
+    if is_run_directory(config.init_from):
+        return dict(_run_recipe(config)["build_decoder"])
+    from tfnorm.models.decoder.hf import hf_decoder_arguments
+
+    return hf_decoder_arguments(
+        config.init_from, max_len=config.max_len, norm=config.norm
+    )[0]
+
+
+def _run_tokenizer(config):
+    """The tokenizer of a tfnorm run (None: bytes), its model checked."""
+    where, recipe = config.init_from, _run_recipe(config)
+    if config.norm is not None or recipe["build_decoder"]["max_len"] < config.max_len:
+        key = "norm" if config.norm is not None else "max_len"
+        why = (
+            "a tfnorm run keeps its own norms"
+            if key == "norm"
+            else f"its model takes {recipe['build_decoder']['max_len']} tokens"
+        )
+        raise DataError(
+            f"{setting_key(key)} cannot be {getattr(config, key)!r} when "
+            f"starting from the run {where}: {why}. "
+            f"Received: {key}={getattr(config, key)!r}"
+        )
+    if recipe.get("tokenizer", "bytes") == "bytes":
+        return None
+    return _loaded(os.path.join(where, TOKENIZER_DIR))
+
+
 def checked_tokenizer(config):
     """The tokenizer of `config.init_from`, checked against its model.
 
@@ -31,6 +79,8 @@ def checked_tokenizer(config):
     from tfnorm.models.decoder.hf import hf_decoder_arguments
 
     where = config.init_from
+    if is_run_directory(where):
+        return _run_tokenizer(config)
     try:
         arguments, _ = hf_decoder_arguments(where, max_len=config.max_len)
         tokenizer = load_tokenizer(where)
@@ -58,6 +108,8 @@ def starting_model(config, log):
     in one line what a norm swap did."""
     from tfnorm.models.decoder.hf import decoder_from_hf
 
+    if is_run_directory(config.init_from):
+        return _run_model(config, log)
     model = decoder_from_hf(config.init_from, max_len=config.max_len, norm=config.norm)
     if config.norm is not None:
         norm = type(model.blocks[0].attention_norm).__name__
@@ -66,6 +118,24 @@ def starting_model(config, log):
             f"{norm}s now (each scale kept; a bias {norm} has no place for "
             "is left out, so training starts from a changed model)"
         )
+    return model
+
+
+def _run_model(config, log):
+    """The model of a tfnorm run (its export, else its newest checkpoint),
+    built afresh here (in the run's strategy) with those weights."""
+    from tfnorm.models import build_decoder
+    from tfnorm.training.rundir.reading import RunDirectoryError
+    from tfnorm.training.text_generation import TextGenerator
+
+    try:
+        source = TextGenerator(config.init_from)
+    except RunDirectoryError as error:
+        raise DataError(f"{setting_key('init_from')}: {error}") from None
+    model = build_decoder(**start_arguments(config))
+    model.set_weights(source.model.get_weights())
+    model.max_len = config.max_len
+    log.line(f"starting from the weights of {source.source}")
     return model
 
 

@@ -48,11 +48,7 @@ def decoder_arguments(config):
     """The keyword arguments of `tfnorm.build_decoder` for the run's settings
     (with `init_from`, the checkpoint's, `norm` over them)."""
     if config.init_from is not None:
-        from tfnorm.models.decoder.hf import hf_decoder_arguments
-
-        return hf_decoder_arguments(
-            config.init_from, max_len=config.max_len, norm=config.norm
-        )[0]
+        return checkpoint_start.start_arguments(config)
     vocab_size = byte_text.VOCAB_SIZE
     if config.tokenizer != "bytes":
         vocab_size = checkpoint_start.tokenizer_vocab_size(config)
