@@ -114,7 +114,7 @@ def starting_model(config, log):
     if config.norm is not None:
         norm = type(model.blocks[0].attention_norm).__name__
         log.line(
-            f"norm (--norm) {config.norm}: the checkpoint's norms are "
+            f"norm={config.norm}: the checkpoint's norms are "
             f"{norm}s now (each scale kept; a bias {norm} has no place for "
             "is left out, so training starts from a changed model)"
         )
