@@ -191,3 +191,45 @@ def test_help_answers_without_importing_tensorflow(tmp_path):
     assert result.returncode == 0, result.stderr
     assert "--max-new-tokens" in result.stdout and "--top-p" in result.stdout
     assert "tensorflow imported: False" in result.stdout
+
+
+def _hf_checkpoint(tmp_path, with_tokenizer=True):
+    """The committed GPT-2 fixture with the committed BPE (both 300 ids)."""
+    from tests.checkpoints.hf_data import fixture
+
+    target = tmp_path / "gpt2"
+    shutil.copytree(fixture("gpt2"), target)
+    if with_tokenizer:
+        for name in ("tokenizer.json", "tokenizer_config.json"):
+            shutil.copy(os.path.join(fixture("tokenizer"), name), target / name)
+    return str(target)
+
+
+def test_a_hugging_face_checkpoint_continues_in_its_own_tokens(tmp_path, capsys):
+    import numpy as np
+
+    import tfnorm
+    from tfnorm.checkpoints import load_tokenizer
+    from tfnorm.models import decoder_from_hf
+
+    directory = _hf_checkpoint(tmp_path)
+    argv = [directory, "the quick", "--temperature", "0", "--max-new-tokens", "5"]
+    status, out, err = generate([*argv, "--json"], capsys)
+    assert status == 0, err
+    tokenizer = load_tokenizer(directory)
+    ids = tokenizer.encode("the quick")
+    greedy = tfnorm.generate(
+        decoder_from_hf(directory), [ids], 5, temperature=0, jit_compile=False
+    )
+    new = [int(t) for t in np.asarray(greedy)[0, len(ids) :]]
+    eos = tokenizer.eos_id
+    expected = tokenizer.decode(new[: new.index(eos)] if eos in new else new)
+    assert json.loads(out)["text"] == expected
+    status, out, err = generate(argv, capsys)  # streamed as it comes
+    assert status == 0 and out == "the quick" + expected + "\n", (out, err)
+
+
+def test_a_checkpoint_without_a_tokenizer_is_one_line(tmp_path, capsys):
+    status, out, err = generate([_hf_checkpoint(tmp_path, False), "hi"], capsys)
+    assert status == 2 and out == "" and err.count("\n") == 1, err
+    assert "tokenizer" in err and "gpt2" in err, err

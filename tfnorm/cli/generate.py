@@ -28,7 +28,9 @@ examples:
   tfnorm generate runs/lm --file prompt.txt --temperature 0.8 --top-k 20 --json
 
 RUN_DIR is the --logdir of a `tfnorm train --task lm ...` run, finished (its
-exported model is used) or still training (its newest checkpoint is used).
+exported model is used) or still training (its newest checkpoint is used), or
+a Hugging Face checkpoint directory (Llama, Mistral, Qwen2, GPT-2 safetensors
+with its tokenizer.json; its tokens instead of bytes).
 Each PROMPT, and the text of --file, is continued (--num-samples times, with
 seeds S, S+1, ...); the output is each prompt and its continuation, printed as
 the bytes are made, or with --json one JSON object a line with `prompt`, `text`
@@ -56,7 +58,11 @@ def add_parser(subparsers):
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("run_dir", metavar="RUN_DIR", help="the run's --logdir")
+    parser.add_argument(
+        "run_dir",
+        metavar="RUN_DIR",
+        help="the run's --logdir, or a Hugging Face checkpoint directory",
+    )
     parser.add_argument(
         "prompts", metavar="PROMPT", nargs="*", help="texts to continue"
     )
@@ -186,7 +192,10 @@ def _one_text(generator, args, prompt, seed):
     and returns the empty rest of its line."""
     import warnings
 
-    if len(prompt.encode("utf-8", "surrogatepass")) > generator.max_len:
+    if (
+        generator.tokenizer is None
+        and len(prompt.encode("utf-8", "surrogatepass")) > generator.max_len
+    ):
         sys.stderr.write(
             f"tfnorm generate: the prompt is longer than the model's context "
             f"({generator.max_len} bytes): it is cropped to its last "

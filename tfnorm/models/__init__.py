@@ -25,6 +25,7 @@ from tfnorm.models.encoder import (
     TransformerEncoderBlock,
     build_classifier,
     build_encoder,
+    encoder_from_hf,
     encoder_from_keras_hub,
     encoder_layer,
 )
@@ -55,6 +56,7 @@ __all__ = [
     "TransformerEncoderBlock",
     "build_classifier",
     "build_encoder",
+    "encoder_from_hf",
     "encoder_from_keras_hub",
     "encoder_layer",
     "replace_norms",

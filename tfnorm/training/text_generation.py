@@ -1,5 +1,7 @@
 """Sampling text from a language-model run (`tfnorm train --task lm`).
 
+A Hugging Face checkpoint directory works too: its decoder
+(`tfnorm.models.decoder_from_hf`) with its own tokenizer.
 A finished run's export is used as it is, checked as `tfnorm predict` checks
 a classifier's (`prediction.find_model`: a damaged or foreign export is one
 error, never a traceback). A run without an export (still training, stopped,
@@ -49,6 +51,12 @@ class TextGenerator:
         self.run_dir = os.fspath(run_dir)
         if not os.path.isdir(self.run_dir):
             find_model(self.run_dir)  # says "no such run directory"
+        self.tokenizer = None
+        if is_hf_checkpoint(self.run_dir):
+            self.model, self.tokenizer = _from_hf(self.run_dir)
+            self.source = self.run_dir
+            self.max_len = int(self.model.max_len)
+            return
         recipe = reading.read_recipe(self.run_dir)
         summary = read_summary(self.run_dir)
         if any(os.path.lexists(os.path.join(self.run_dir, n)) for n in MODEL_NAMES):
@@ -58,6 +66,20 @@ class TextGenerator:
         else:
             self.model, self.source = _from_checkpoint(self.run_dir, recipe)
         self.max_len = int(self.model.max_len)
+        if recipe.get("tokenizer", "bytes") != "bytes":
+            # A run started from a checkpoint (`init_from`) kept its tokenizer
+            # in its own folder, never elsewhere.
+            from tfnorm.checkpoints import load_tokenizer
+
+            if recipe["tokenizer"] != "tokenizer":
+                raise PredictionError(
+                    f"{os.path.join(self.run_dir, LANGUAGE_MODEL_FILE)}: unknown "
+                    f"tokenizer {recipe['tokenizer']!r}. Received: "
+                    f"run_dir={self.run_dir!r}"
+                )
+            self.tokenizer = load_tokenizer(
+                os.path.join(self.run_dir, recipe["tokenizer"])
+            )
 
     def complete(
         self,
@@ -97,6 +119,17 @@ class TextGenerator:
 
         from tfnorm.generation import generate
 
+        sampling = {
+            "temperature": temperature,
+            "top_k": top_k,
+            "top_p": top_p,
+            "seed": seed,
+            "jit_compile": jit_compile,
+        }
+        if self.tokenizer is not None:
+            return _complete_tokens(
+                self, prompt, max_new_tokens, sampling, stop_strings, callback
+            )
         ids = byte_text.encode(prompt)
         if not len(ids):
             raise ValueError("the prompt is empty; give some text to continue.")
@@ -123,13 +156,9 @@ class TextGenerator:
             self.model,
             [ids],
             max_new_tokens,
-            temperature=temperature,
-            top_k=top_k,
-            top_p=top_p,
-            seed=seed,
             stop_token_ids=[byte_text.END_OF_TEXT],
             callback=on_token if streaming else None,
-            jit_compile=jit_compile,
+            **sampling,
         )
         if not streaming:
             return prompt + byte_text.decode(row[len(ids) :])
@@ -139,6 +168,77 @@ class TextGenerator:
             if callback is not None:
                 callback(tail)
         return prompt + _cut_after_stop("".join(text), stops)
+
+
+def is_hf_checkpoint(directory):
+    """Whether `directory` is a Hugging Face checkpoint (a `config.json` and
+    no `language_model.json`, which a tfnorm run writes)."""
+    return os.path.isfile(
+        os.path.join(directory, "config.json")
+    ) and not os.path.isfile(os.path.join(directory, LANGUAGE_MODEL_FILE))
+
+
+def _from_hf(directory):
+    """The decoder and tokenizer of a Hugging Face checkpoint directory."""
+    from tfnorm.checkpoints import CheckpointError, load_tokenizer
+    from tfnorm.models import decoder_from_hf
+
+    try:
+        return decoder_from_hf(directory), load_tokenizer(directory)
+    except CheckpointError as error:
+        raise PredictionError(
+            f"{error} Received: run_dir={directory!r}"
+            if "Received:" not in str(error)
+            else str(error)
+        ) from None
+
+
+def _complete_tokens(generator, prompt, max_new_tokens, sampling, stops, callback):
+    """`TextGenerator.complete` with the checkpoint's tokenizer: its ids in
+    and out, its end-of-text id ending a text, the text streamed as whole
+    characters (a piece whose last character is still cut waits)."""
+    from tfnorm.generation import generate
+
+    tokenizer = generator.tokenizer
+    ids = tokenizer.encode(prompt)
+    if not len(ids):
+        raise ValueError("the prompt is empty; give some text to continue.")
+    if max_new_tokens is None:
+        room = generator.max_len - len(ids)
+        max_new_tokens = room if room >= 1 else generator.max_len
+    stops = [s for s in (stops or ()) if s]
+    made, shown = [], [""]
+
+    def on_token(row, token):
+        if token == tokenizer.eos_id:
+            return True
+        made.append(token)
+        text = tokenizer.decode(made)
+        if not text.endswith("\ufffd") and len(text) > len(shown[0]):
+            if callback is not None:
+                callback(text[len(shown[0]) :])
+            shown[0] = text
+        return any(stop in text for stop in stops)
+
+    eos = [] if tokenizer.eos_id is None else [tokenizer.eos_id]
+    streaming = callback is not None or bool(stops)
+    [row] = generate(
+        generator.model,
+        [ids],
+        max_new_tokens,
+        stop_token_ids=eos,
+        callback=on_token if streaming else None,
+        **sampling,
+    )
+    if not streaming:
+        new = [int(t) for t in row[len(ids) :]]
+        if tokenizer.eos_id in new:
+            new = new[: new.index(tokenizer.eos_id)]
+        return prompt + tokenizer.decode(new)
+    text = tokenizer.decode(made)
+    if callback is not None and len(text) > len(shown[0]):
+        callback(text[len(shown[0]) :])
+    return prompt + _cut_after_stop(text, stops)
 
 
 def _cut_after_stop(text, stops):

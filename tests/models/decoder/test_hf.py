@@ -123,3 +123,18 @@ def test_a_tensor_the_config_does_not_declare_is_refused(tmp_path):
     save_safetensors(tensors, target)
     with pytest.raises(CheckpointError, match="'model.layers.0.self_attn.q_norm"):
         decoder_from_hf(target, max_len=32)
+
+
+def test_norm_rms_over_gpt2_keeps_each_scale_and_leaves_the_biases_out():
+    from tfnorm.checkpoints import SafetensorsReader
+    from tfnorm.layers import RMSNorm
+
+    model = decoder_from_hf(fixture("gpt2"), max_len=16, norm="rms")
+    reader = SafetensorsReader(fixture("gpt2"))
+    for index, block in enumerate(model.blocks):
+        for norm, key in ((block.attention_norm, "ln_1"), (block.ffn_norm, "ln_2")):
+            assert isinstance(norm, RMSNorm) and norm.epsilon == 1e-5
+            expected = reader.get(f"transformer.h.{index}.{key}.weight")
+            np.testing.assert_array_equal(norm.gamma.numpy(), expected)
+    final = model.get_layer("final_norm").gamma.numpy()
+    np.testing.assert_array_equal(final, reader.get("transformer.ln_f.weight"))

@@ -210,7 +210,10 @@ def test_a_validation_text_too_short_to_measure_by_is_warned_about(tmp_path):
     path.write_text(corpus_text(3000), encoding="utf-8")
     lines = []
     for val_split in (0.006, 0.1):
-        config = SimpleNamespace(data=str(path), max_len=8, val_split=val_split)
+        config = SimpleNamespace(
+            data=str(path), max_len=8, val_split=val_split, init_from=None
+        )
+        config.tokenizer = "bytes"
         log = SimpleNamespace(line=lines.append)
         LanguageModelWorkload(config, log).load(None, has_checkpoint=False)
     warnings = [line for line in lines if line.startswith("warning:")]

@@ -164,14 +164,13 @@ def _prefix(reader, family):
     return ""
 
 
-def _build(options, dtype):
+def _build(options, max_len, dtype):
     options = dict(options)
     if dtype is not None and dtype not in _DTYPES:
         raise CheckpointError(
             f"decoder_from_hf builds in {', '.join(_DTYPES)}. Received: dtype={dtype!r}"
         )
-    max_len = options.pop("max_len")
-    table = options.pop("position_table", max_len)
+    table = options.pop("max_len")
     before = global_policy_name()
     if dtype is not None:
         set_global_policy(dtype)
@@ -193,23 +192,41 @@ def _build(options, dtype):
 
 def _copy_in(model, reader, family, source):
     places = tensor_places(model, family, _prefix(reader, family))
-    used = set()
+    used, gammas = set(), set()
     for place in places:
         tensor = reader.get(
             place.key, shape=place.shape, reason=f"{source}/config.json"
         )
         place.variable.assign(to_variable(place, tensor))
         used.add(place.key)
+        if "gamma" in place.variable.name and place.key.endswith(".weight"):
+            gammas.add(place.key[: -len("weight")] + "bias")
     for key in reader.keys():
         known = key.endswith(BUFFER_SUFFIXES) or key == "lm_head.weight"
-        if key not in used and not known:
+        # A norm chosen without a bias (`norm="rms"` over LayerNorms)
+        # leaves the checkpoint's norm biases out, by request.
+        if key not in used and not known and key not in gammas:
             raise CheckpointError(
                 f"{reader.file_of(key)}: tensor {key!r} has no place in tfnorm's "
                 "decoder (an option config.json does not declare?)."
             )
 
 
-def decoder_from_hf(path, *, max_len=None, dtype=None):
+def hf_decoder_arguments(path, *, max_len=None, norm=None):
+    """`(arguments, max_len)`: the `build_decoder` keyword arguments of the
+    checkpoint in `path` (JSON-ready; `max_len` is the position table's
+    length) and the context the model takes. `norm` (a `get_norm` name)
+    replaces the family's norm; see `decoder_from_hf`."""
+    config = HFConfig.read(os.fspath(path))
+    _, options = _options(config, max_len)
+    max_len = options.pop("max_len")
+    table = options.pop("position_table", max_len)
+    if norm is not None:
+        options["norm"] = norm
+    return {**options, "max_len": table}, max_len
+
+
+def decoder_from_hf(path, *, max_len=None, dtype=None, norm=None):
     """A Hugging Face causal LM checkpoint as a tfnorm decoder, weights and all.
 
     Reads `config.json` and the safetensors weights (one file or shards;
@@ -246,6 +263,11 @@ def decoder_from_hf(path, *, max_len=None, dtype=None):
         dtype: None or a Keras dtype policy name (`"float32"`,
             `"bfloat16"`, `"mixed_bfloat16"`, ...) to build the model in.
             Defaults to the global policy.
+        norm: None or a `tfnorm.get_norm` name to build every norm with
+            instead of the family's (`"rms"` over GPT-2's LayerNorms): each
+            norm's scale is copied; a bias the new norm has no place for is
+            left out (so outputs change: this starts a fine-tune, it is not
+            a conversion). Defaults to None, the checkpoint's norms.
 
     Returns:
         A `tfnorm.models.DecoderModel`.
@@ -260,10 +282,10 @@ def decoder_from_hf(path, *, max_len=None, dtype=None):
             other than `hidden_size / num_attention_heads`).
     """
     path = os.fspath(path)
-    config = HFConfig.read(path)
-    family, options = _options(config, max_len)
+    family = _options(HFConfig.read(path), max_len)[0]
+    options, max_len = hf_decoder_arguments(path, max_len=max_len, norm=norm)
     reader = SafetensorsReader(path)
-    model = _build(options, dtype)
+    model = _build(options, max_len, dtype)
     with reader:
         _copy_in(model, reader, family, path)
     return model

@@ -1,5 +1,6 @@
 """The encoder family: the block, its builders and model class, the text
-classifier with its embedding and pooling layers, and the keras-hub reader.
+classifier with its embedding and pooling layers, the keras-hub reader and
+the Hugging Face BERT reader.
 
 One folder holds the whole model, as keras-hub keeps one model family in one
 folder; nothing here imports the decoder family.
@@ -14,6 +15,7 @@ from tfnorm.models.encoder.builders import (
     encoder_layer,
 )
 from tfnorm.models.encoder.classifier import build_classifier
+from tfnorm.models.encoder.hf import encoder_from_hf
 from tfnorm.models.encoder.model import EncoderModel
 from tfnorm.models.encoder.text_layers import (
     PaddingMask,
@@ -29,6 +31,7 @@ __all__ = [
     "TransformerEncoderBlock",
     "build_classifier",
     "build_encoder",
+    "encoder_from_hf",
     "encoder_from_keras_hub",
     "encoder_layer",
 ]

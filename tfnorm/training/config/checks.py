@@ -392,3 +392,24 @@ def _check_norm_config(norm, layer, values):
             f"max_len, d_model) = {shape} ({reason}); "
             f"use axis -1 (the features). Received: norm.config.axis={axis!r}",
         ) from None
+
+
+#: The model settings a checkpoint's config.json sets (`init_from`).
+CHECKPOINT_SHAPED = ("num_layers", "d_model", "num_heads", "dff", "preset")
+
+
+def check_init_from(values, config_class):
+    """With `init_from`, the checkpoint's config.json sets the model: a model
+    setting given too is refused, not silently ignored (`norm` may replace
+    the checkpoint's norms; `max_len` is the context trained on)."""
+    if values.get("init_from") is None:
+        return
+    defaults = {field.name: field.default for field in dataclasses.fields(config_class)}
+    for key in CHECKPOINT_SHAPED + ("norm_position", "tokenizer"):
+        if values[key] != defaults[key]:
+            raise ConfigError(
+                key,
+                f"{key} comes from the checkpoint's config.json with "
+                f"{setting_key('init_from')}; leave it out. "
+                f"Received: {key}={values[key]!r}",
+            )

@@ -276,6 +276,65 @@ def creatable(kind):
     return read
 
 
+def hf_checkpoint(key, value):
+    """A tfnorm language-model run (its `language_model.json`), or a Hugging
+    Face causal-LM checkpoint directory, by its `config.json`
+    (read here, without TensorFlow: an unknown `model_type` is refused
+    before anything runs)."""
+    path = _path(key, value)
+    if os.path.isfile(os.path.join(path, "language_model.json")):
+        return path  # a tfnorm language-model run, read when the run loads
+    if not os.path.isfile(os.path.join(path, "config.json")):
+        reason = "no such directory" if not os.path.isdir(path) else "no config.json"
+        raise ValueError(
+            f"`{key}` must name a Hugging Face checkpoint directory or a tfnorm "
+            f"language-model run ({reason}). Received: {key}={value!r}"
+        )
+    from tfnorm.checkpoints.errors import CheckpointError
+    from tfnorm.checkpoints.hf_config import HFConfig
+
+    try:
+        model_type = HFConfig.read(path).model_type
+    except CheckpointError as error:
+        raise ValueError(f"`{key}`: {error} Received: {key}={value!r}") from None
+    if model_type == "bert":
+        raise ValueError(
+            f"`{key}` must be a causal language model (llama, mistral, qwen2, "
+            f"gpt2); {path} holds a bert encoder. Received: {key}={value!r}"
+        )
+    return path
+
+
+#: `bpe:N`'s bounds: the 256 byte symbols and one end-of-text token, and
+#: ids that stay a small embedding table.
+BPE_SIZES = (257, 2**20)
+
+
+def tokenizer_spec(key, value):
+    """`bytes`, `bpe:N` (N in `BPE_SIZES`) or the path of a tokenizer.json
+    (or of a directory holding one)."""
+    if value == "bytes":
+        return value
+    if isinstance(value, str) and value.startswith("bpe:"):
+        low, high = BPE_SIZES
+        size = value[4:]
+        if not size.isdigit() or not low <= int(size) <= high:
+            raise ValueError(
+                f"`{key}` bpe:N needs a whole N in [{low}, {high}] (the token "
+                f"ids of the byte-level BPE). Received: {key}={value!r}"
+            )
+        return f"bpe:{int(size)}"
+    path = _path(key, value)
+    found = path if os.path.basename(path) == "tokenizer.json" else None
+    found = found or os.path.join(path, "tokenizer.json")
+    if not os.path.isfile(found):
+        raise ValueError(
+            f"`{key}` must be bytes, bpe:N, or a tokenizer.json or a directory "
+            f"holding one (no such file: {found}). Received: {key}={value!r}"
+        )
+    return path
+
+
 def _path(key, value):
     if isinstance(value, os.PathLike):
         value = os.fspath(value)

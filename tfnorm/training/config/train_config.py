@@ -48,6 +48,7 @@ from tfnorm.training.config.settings import (
     device_list,
     existing_file,
     function_spec,
+    hf_checkpoint,
     integer,
     keys_declared,
     loss_name,
@@ -55,6 +56,7 @@ from tfnorm.training.config.settings import (
     number,
     precision,
     setting,
+    tokenizer_spec,
 )
 
 # The shortest sequence: the synthetic tasks compare two tokens, and a text
@@ -206,6 +208,20 @@ class TrainConfig(DeclaredSettings):
         "writing into the residual stream scaled by 1/sqrt(2 * num_layers), as GPT-2 (0.02)",
         number(maximum=1.0, above=0.0), optional=True, metavar="INIT_STD",
         default_text="glorot_uniform kernels, N(0, 0.02) embeddings", resume=FIXED, scope=LANGUAGE_MODEL,
+    )  # fmt: skip
+    tokenizer: str = setting(
+        "bytes", MODEL, "the language model's tokens: bytes (UTF-8, no "
+        "vocabulary), bpe:N (a byte-level BPE of N ids fitted to the training "
+        "split and saved in the run), or a tokenizer.json or a directory with "
+        "one", tokenizer_spec, metavar="bytes|bpe:N|PATH",
+        resume=FIXED, scope=LANGUAGE_MODEL,
+    )  # fmt: skip
+    init_from: str | None = setting(
+        None, MODEL, "a Hugging Face checkpoint directory (Llama, Mistral, Qwen2, "
+        "GPT-2) or a tfnorm language-model run to start from, with its "
+        "tokenizer; its config sets the model "
+        f"({setting_key('norm')} may replace its norms)", hf_checkpoint,
+        optional=True, metavar="DIR", resume=FIXED, scope=LANGUAGE_MODEL,
     )  # fmt: skip
     norm_position: str = setting(
         "pre", MODEL, "where the norms sit", choice(NORM_POSITIONS), resume=FIXED, scope=CLASSIFIER
@@ -374,6 +390,7 @@ class TrainConfig(DeclaredSettings):
 
     def _finish(self, values):
         checks.check_scope(values, type(self))
+        checks.check_init_from(values, type(self))
         if values["epochs"] is None and values["max_steps"] is None:
             values["epochs"] = 1
         if values["norm"] is None and values["model_fn"] is None:

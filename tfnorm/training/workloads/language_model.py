@@ -29,9 +29,10 @@ import numpy as np
 from tfnorm import _keras
 from tfnorm._safe_io import atomic_write_json
 from tfnorm.training.data import byte_text
+from tfnorm.training.data.token_text import read_token_corpus
 from tfnorm.training.rundir import export, reading, run_identity
 from tfnorm.training.rundir.reading import LANGUAGE_MODEL_FILE  # noqa: F401
-from tfnorm.training.workloads import steps
+from tfnorm.training.workloads import checkpoint_start, steps
 from tfnorm.training.workloads.base import Workload
 from tfnorm.training.workloads.build import (
     assemble,
@@ -46,13 +47,19 @@ PROBE_WINDOWS = 8
 
 
 def decoder_arguments(config):
-    """The keyword arguments of `tfnorm.build_decoder` for the run's settings."""
+    """The keyword arguments of `tfnorm.build_decoder` for the run's settings
+    (with `init_from`, the checkpoint's, `norm` over them)."""
+    if config.init_from is not None:
+        return checkpoint_start.start_arguments(config)
+    vocab_size = byte_text.VOCAB_SIZE
+    if config.tokenizer != "bytes":
+        vocab_size = checkpoint_start.tokenizer_vocab_size(config)
     arguments = {
         "num_layers": config.num_layers,
         "d_model": config.d_model,
         "num_heads": config.num_heads,
         "dff": config.dff,
-        "vocab_size": byte_text.VOCAB_SIZE,
+        "vocab_size": vocab_size,
         "max_len": config.max_len,
         "preset": config.preset,
         "norm_position": config.norm_position,
@@ -80,6 +87,8 @@ class LanguageModelWorkload(Workload):
         super().__init__(config, log)
         self.corpus = None
         self.tokens_per_example = config.max_len
+        # The checkpoint's tokenizer with `init_from`; None: bytes.
+        self.tokenizer = None
 
     @property
     def source(self):
@@ -88,15 +97,23 @@ class LanguageModelWorkload(Workload):
 
     def load(self, saved, has_checkpoint):
         config = self.config
-        self.corpus = byte_text.read_corpus(
-            config.data, config.max_len, config.val_split
-        )
+        tokenizer = checkpoint_start.run_tokenizer(config, has_checkpoint)
+        if tokenizer is not None:
+            self.corpus, self.tokenizer = read_token_corpus(
+                config.data, config.max_len, config.val_split, tokenizer
+            )
+        else:
+            self.corpus = byte_text.read_corpus(
+                config.data, config.max_len, config.val_split
+            )
         if has_checkpoint:
             run_identity.check_same_run(config, saved, self.corpus.sha256, self.log)
+            checkpoint_start.check_same_tokenizer(saved, self.tokenizer)
         report = self.corpus.report
+        kind = "byte" if self.tokenizer is None else "checkpoint-tokenizer"
         self.log.line(
             f"language model on {report['train_tokens']} training and "
-            f"{report['val_tokens']} validation byte tokens (the last "
+            f"{report['val_tokens']} validation {kind} tokens (the last "
             f"{report['val_split']:.0%} of the text)"
             + _baseline(report["val_unigram_bits_per_byte"])
         )
@@ -106,10 +123,16 @@ class LanguageModelWorkload(Workload):
         self.data_summary = {
             "source": self.source,
             "train_examples": len(self.corpus.train),
-            "vocab_size": byte_text.VOCAB_SIZE,
+            "vocab_size": self.vocab_size,
             "sha256": self.corpus.sha256,
             **report,
         }
+
+    @property
+    def vocab_size(self):
+        if self.tokenizer is None:
+            return byte_text.VOCAB_SIZE
+        return self.tokenizer.vocab_size
 
     def __len__(self):
         return len(self.corpus.train)
@@ -123,7 +146,10 @@ class LanguageModelWorkload(Workload):
         config = self.config
         strategy, policy = prepare_runtime(config)
         with strategy.scope(), _keras.checkpointable_random_state():
-            model = build_decoder(**decoder_arguments(config))
+            if config.init_from is not None:
+                model = checkpoint_start.starting_model(config, self.log)
+            else:
+                model = build_decoder(**decoder_arguments(config))
             schedule = run_schedule(config, total_steps)
             optimizer = run_optimizer(config, model, schedule)
             optimizer = wrap_and_build(optimizer, model)
@@ -137,23 +163,27 @@ class LanguageModelWorkload(Workload):
     def identity(self):
         return {
             "data_sha256": self.corpus.sha256,
-            "vocab_size": byte_text.VOCAB_SIZE,
-            "tokenizer": "bytes",
+            "vocab_size": self.vocab_size,
+            "tokenizer": "bytes" if self.tokenizer is None else "tokenizer.json",
+            **checkpoint_start.tokenizer_identity(self.tokenizer),
             reading.DECODER_DIGEST_KEY: reading.decoder_digest(
                 decoder_arguments(self.config)
             ),
         }
 
     def write_files(self, paths):
-        atomic_write_json(
-            os.path.join(paths.logdir, LANGUAGE_MODEL_FILE),
-            reading.language_model_recipe(
-                decoder_arguments(self.config),
-                paths.logdir,
-                paths.checkpoint_dir,
-                byte_text.END_OF_TEXT,
-            ),
+        recipe = reading.language_model_recipe(
+            decoder_arguments(self.config),
+            paths.logdir,
+            paths.checkpoint_dir,
+            byte_text.END_OF_TEXT,
         )
+        if self.tokenizer is not None:
+            recipe["tokenizer"] = checkpoint_start.save_tokenizer(
+                self.tokenizer, paths.logdir
+            )
+            recipe["end_of_text"] = self.tokenizer.eos_id
+        atomic_write_json(os.path.join(paths.logdir, LANGUAGE_MODEL_FILE), recipe)
 
     def step_fn(self, setup):
         config = self.config
@@ -194,7 +224,10 @@ class LanguageModelWorkload(Workload):
         if self.corpus.val is None:
             return None
         eval_step = make_eval_step(setup.model)
-        return lambda: evaluate(eval_step, self.corpus.val, self.config.batch_size)
+        val_bytes = self.corpus.report.get("val_bytes")
+        return lambda: evaluate(
+            eval_step, self.corpus.val, self.config.batch_size, val_bytes
+        )
 
     def estimate_fn(self, setup):
         batches = self.config.eval_batches
@@ -202,7 +235,10 @@ class LanguageModelWorkload(Workload):
             return None
         eval_step = make_eval_step(setup.model)
         size = self.config.batch_size
-        return lambda: evaluate(eval_step, self.corpus.val, size, batches=batches)
+        val_bytes = self.corpus.report.get("val_bytes")
+        return lambda: evaluate(
+            eval_step, self.corpus.val, size, val_bytes, batches=batches
+        )
 
     def export(self, model, directory):
         arguments = ", ".join(
@@ -246,12 +282,16 @@ def estimate_windows(count, batches, batch_size):
     return np.unique(np.linspace(0, count - 1, wanted).round().astype(np.int64))
 
 
-def evaluate(eval_step, windows, batch_size, batches=None):
+def evaluate(eval_step, windows, batch_size, val_bytes=None, batches=None):
     """Loss per token of the held-out text (every token but its first
     predicted once), its perplexity and bits per byte, and token accuracy.
 
-    With `batches`, an estimate from that many batches of windows spread
-    over the text (`estimate_windows`), or all of it when it holds no more.
+    Bits per byte: the summed loss over the bytes the predicted tokens
+    cover, `val_bytes` (None: one byte a token, tfnorm's byte tokens), so
+    models of different tokenizers compare. With `batches`, an estimate from
+    that many batches of windows spread over the text (`estimate_windows`),
+    or all of it when it holds no more; an estimate's bytes are `val_bytes`
+    in proportion to the tokens it reads.
     """
     tf = _keras.tf
     total_loss = total_correct = 0.0
@@ -271,9 +311,19 @@ def evaluate(eval_step, windows, batch_size, batches=None):
         total_correct += float(correct)
         tokens += targets.size
     mean = total_loss / tokens
+    if val_bytes and chosen is not None:
+        val_bytes = val_bytes * tokens / max(_predicted_tokens(windows), 1)
     return {
         "val_loss": mean,
         "val_perplexity": math.exp(min(mean, 700.0)),
-        "val_bits_per_byte": mean / math.log(2.0),
+        "val_bits_per_byte": total_loss / (val_bytes or tokens) / math.log(2.0),
         "val_accuracy": total_correct / tokens,
     }
+
+
+def _predicted_tokens(windows):
+    """How many tokens a whole evaluation of `windows` predicts."""
+    count = len(windows) * windows.batch(np.arange(1))[1].size
+    if windows.tail is not None:
+        count += len(windows.tail) - 1
+    return count
