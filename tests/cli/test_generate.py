@@ -191,3 +191,96 @@ def test_help_answers_without_importing_tensorflow(tmp_path):
     assert result.returncode == 0, result.stderr
     assert "--max-new-tokens" in result.stdout and "--top-p" in result.stdout
     assert "tensorflow imported: False" in result.stdout
+
+
+def test_num_samples_gives_n_texts_with_seeds_s_to_s_plus_n_minus_1(run_dir, capsys):
+    argv = [run_dir, "The ", "--max-new-tokens", "6", "--json"]
+    status, out, err = generate([*argv, "--seed", "7", "--num-samples", "2"], capsys)
+    assert status == 0, err
+    samples = [json.loads(line) for line in out.splitlines()]
+    assert [s["seed"] for s in samples] == [7, 8]
+    # Each sample is the text of a separate call with its seed.
+    for sample in samples:
+        _, alone, _ = generate([*argv, "--seed", str(sample["seed"])], capsys)
+        assert json.loads(alone) == sample
+
+
+def test_stop_ends_the_text_just_after_the_stop_string(run_dir, capsys):
+    """--stop TEXT keeps TEXT: the continuation ends at its end (inclusive)."""
+    argv = [run_dir, "The ", "--temperature", "0", "--max-new-tokens", "24", "--json"]
+    status, out, err = generate(argv, capsys)
+    assert status == 0, err
+    full = json.loads(out)["text"]
+    stop = full[4:6]
+    end = full.find(stop) + len(stop)
+    assert end < len(full), full  # the stop cuts something off
+    status, out, err = generate([*argv, "--stop", stop], capsys)
+    assert status == 0, err
+    assert json.loads(out)["text"] == full[:end]
+
+
+class WriteRecorder(io.StringIO):
+    """A stdout that records each write and whether a flush followed it."""
+
+    def __init__(self):
+        super().__init__()
+        self.events = []
+
+    def write(self, text):
+        self.events.append(("write", text))
+        return super().write(text)
+
+    def flush(self):
+        self.events.append(("flush", None))
+
+
+def test_the_text_is_written_to_stdout_piece_by_piece(run_dir, capsys, monkeypatch):
+    argv = [run_dir, "The ", "--seed", "2", "--max-new-tokens", "10"]
+    _, as_json, _ = generate([*argv, "--json"], capsys)
+    text = json.loads(as_json)["text"]
+    recorder = WriteRecorder()
+    monkeypatch.setattr(sys, "stdout", recorder)
+    assert main(["generate", *argv]) == 0
+    monkeypatch.undo()
+    writes = [piece for kind, piece in recorder.events if kind == "write"]
+    # The prompt first, then the continuation in several flushed pieces.
+    assert writes[0] == "The " and "".join(writes) == "The " + text + "\n"
+    pieces = [piece for piece in writes[1:] if piece not in ("", "\n")]
+    assert len(pieces) > 1 and "".join(pieces) == text
+    for index, event in enumerate(recorder.events[:-2]):
+        if event[0] == "write" and event[1] in pieces:
+            assert recorder.events[index + 1] == ("flush", None)
+
+
+def test_the_api_callback_receives_the_pieces_in_order(run_dir):
+    from tfnorm.training.text_generation import TextGenerator
+
+    pieces = []
+    text = TextGenerator(run_dir).complete("The ", 10, seed=2, callback=pieces.append)
+    assert len(pieces) > 1 and "The " + "".join(pieces) == text
+
+
+def test_a_prompt_longer_than_the_context_is_cropped_with_one_stderr_line(
+    run_dir, capsys
+):
+    prompt = "0123456789" * 5  # 50 bytes; the context is 32
+    status, out, err = generate(
+        [run_dir, prompt, "--seed", "1", "--max-new-tokens", "4", "--json"], capsys
+    )
+    assert status == 0, err
+    assert err.count("\n") == 1 and "cropped to its last 32 bytes" in err, err
+    result = json.loads(out)
+    assert result["prompt"] == prompt
+    assert len(result["text"].encode("utf-8", "surrogatepass")) >= 1
+
+
+def test_max_new_tokens_past_the_context_slides_the_window(run_dir, capsys):
+    status, out, err = generate(
+        [run_dir, "The ", "--temperature", "0", "--max-new-tokens", "45", "--json"],
+        capsys,
+    )
+    assert status == 0 and err == "", err
+    # Greedy never picks the end-of-text token of a corpus without it, so
+    # all 45 bytes come: 4 + 45 > 32, the model's context.
+    made = json.loads(out)["text"].encode("utf-8", "surrogatepass")
+    assert len(made) == 45, made
