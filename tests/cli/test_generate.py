@@ -253,7 +253,7 @@ def test_the_text_is_written_to_stdout_piece_by_piece(run_dir, capsys, monkeypat
 
 
 def test_the_api_callback_receives_the_pieces_in_order(run_dir):
-    from tfnorm.training.text_generation import TextGenerator
+    from tfnorm.inference.text_generation import TextGenerator
 
     pieces = []
     text = TextGenerator(run_dir).complete("The ", 10, seed=2, callback=pieces.append)

@@ -1,6 +1,6 @@
 """`tfnorm generate`: text sampled from a language-model run.
 
-A thin layer over `tfnorm.training.text_generation.TextGenerator`, with the
+A thin layer over `tfnorm.inference.text_generation.TextGenerator`, with the
 input and output handling of `tfnorm predict` (the same `--file` reading,
 the same one-line errors, the same exit status when stdout stops taking
 output). Building the parser imports no TensorFlow.
@@ -161,8 +161,8 @@ def run(args):
         seed = random.randrange(2**31 - 1 - args.num_samples)
 
     from tfnorm.generation.generator import choose_sampler
+    from tfnorm.inference.text_generation import TextGenerator
     from tfnorm.training.rundir.reading import RunDirectoryError
-    from tfnorm.training.text_generation import TextGenerator
 
     try:
         choose_sampler(None, args.temperature, args.top_k, args.top_p)
