@@ -141,10 +141,12 @@ BAD = [
     ("another run's files", another_runs_export, r"language_model\.json is not the file this run exported"),
     ("top-k 0", lambda t, r: [r, "x", "--top-k", "0"], r"--top-k must be an integer >= 1\. Received: --top-k=0"),
     ("top-k and top-p", lambda t, r: [r, "x", "--top-k", "2", "--top-p", "0.5"], r"--top-k and --top-p choose two different samplers"),
-    ("no new tokens", lambda t, r: [r, "x", "--max-new-tokens", "0"], r"--max-new-tokens"),
+    ("no new tokens", lambda t, r: [r, "x", "--max-new-tokens", "0"], r"--max-new-tokens must be at least 1\. Received: --max-new-tokens=0$"),
     ("no samples", lambda t, r: [r, "x", "--num-samples", "0"], r"--num-samples"),
     ("bad top-p", lambda t, r: [r, "x", "--top-p", "2"], r"Received: --top-p=2"),
-    ("bad temperature", lambda t, r: [r, "x", "--temperature", "-1"], r"--temperature"),
+    ("bad temperature", lambda t, r: [r, "x", "--temperature", "-1"], r"^tfnorm generate: error: --temperature must be a number >= 0\. Received: --temperature=-1$"),
+    ("temperature nan", lambda t, r: [r, "x", "--temperature", "nan"], r"--temperature must be a number >= 0\. Received: --temperature=nan$"),
+    ("top-p 0", lambda t, r: [r, "x", "--top-p", "0"], r"--top-p must be a number in \(0, 1\]\. Received: --top-p=0$"),
 ]  # fmt: skip
 
 
