@@ -141,10 +141,12 @@ BAD = [
     ("another run's files", another_runs_export, r"language_model\.json is not the file this run exported"),
     ("top-k 0", lambda t, r: [r, "x", "--top-k", "0"], r"--top-k must be an integer >= 1\. Received: --top-k=0"),
     ("top-k and top-p", lambda t, r: [r, "x", "--top-k", "2", "--top-p", "0.5"], r"--top-k and --top-p choose two different samplers"),
-    ("no new tokens", lambda t, r: [r, "x", "--max-new-tokens", "0"], r"--max-new-tokens"),
+    ("no new tokens", lambda t, r: [r, "x", "--max-new-tokens", "0"], r"--max-new-tokens must be at least 1\. Received: --max-new-tokens=0$"),
     ("no samples", lambda t, r: [r, "x", "--num-samples", "0"], r"--num-samples"),
     ("bad top-p", lambda t, r: [r, "x", "--top-p", "2"], r"Received: --top-p=2"),
-    ("bad temperature", lambda t, r: [r, "x", "--temperature", "-1"], r"--temperature"),
+    ("bad temperature", lambda t, r: [r, "x", "--temperature", "-1"], r"^tfnorm generate: error: --temperature must be a number >= 0\. Received: --temperature=-1$"),
+    ("temperature nan", lambda t, r: [r, "x", "--temperature", "nan"], r"--temperature must be a number >= 0\. Received: --temperature=nan$"),
+    ("top-p 0", lambda t, r: [r, "x", "--top-p", "0"], r"--top-p must be a number in \(0, 1\]\. Received: --top-p=0$"),
 ]  # fmt: skip
 
 
@@ -233,3 +235,96 @@ def test_a_checkpoint_without_a_tokenizer_is_one_line(tmp_path, capsys):
     status, out, err = generate([_hf_checkpoint(tmp_path, False), "hi"], capsys)
     assert status == 2 and out == "" and err.count("\n") == 1, err
     assert "tokenizer" in err and "gpt2" in err, err
+
+
+def test_num_samples_gives_n_texts_with_seeds_s_to_s_plus_n_minus_1(run_dir, capsys):
+    argv = [run_dir, "The ", "--max-new-tokens", "6", "--json"]
+    status, out, err = generate([*argv, "--seed", "7", "--num-samples", "2"], capsys)
+    assert status == 0, err
+    samples = [json.loads(line) for line in out.splitlines()]
+    assert [s["seed"] for s in samples] == [7, 8]
+    # Each sample is the text of a separate call with its seed.
+    for sample in samples:
+        _, alone, _ = generate([*argv, "--seed", str(sample["seed"])], capsys)
+        assert json.loads(alone) == sample
+
+
+def test_stop_ends_the_text_just_after_the_stop_string(run_dir, capsys):
+    """--stop TEXT keeps TEXT: the continuation ends at its end (inclusive)."""
+    argv = [run_dir, "The ", "--temperature", "0", "--max-new-tokens", "24", "--json"]
+    status, out, err = generate(argv, capsys)
+    assert status == 0, err
+    full = json.loads(out)["text"]
+    stop = full[4:6]
+    end = full.find(stop) + len(stop)
+    assert end < len(full), full  # the stop cuts something off
+    status, out, err = generate([*argv, "--stop", stop], capsys)
+    assert status == 0, err
+    assert json.loads(out)["text"] == full[:end]
+
+
+class WriteRecorder(io.StringIO):
+    """A stdout that records each write and whether a flush followed it."""
+
+    def __init__(self):
+        super().__init__()
+        self.events = []
+
+    def write(self, text):
+        self.events.append(("write", text))
+        return super().write(text)
+
+    def flush(self):
+        self.events.append(("flush", None))
+
+
+def test_the_text_is_written_to_stdout_piece_by_piece(run_dir, capsys, monkeypatch):
+    argv = [run_dir, "The ", "--seed", "2", "--max-new-tokens", "10"]
+    _, as_json, _ = generate([*argv, "--json"], capsys)
+    text = json.loads(as_json)["text"]
+    recorder = WriteRecorder()
+    monkeypatch.setattr(sys, "stdout", recorder)
+    assert main(["generate", *argv]) == 0
+    monkeypatch.undo()
+    writes = [piece for kind, piece in recorder.events if kind == "write"]
+    # The prompt first, then the continuation in several flushed pieces.
+    assert writes[0] == "The " and "".join(writes) == "The " + text + "\n"
+    pieces = [piece for piece in writes[1:] if piece not in ("", "\n")]
+    assert len(pieces) > 1 and "".join(pieces) == text
+    for index, event in enumerate(recorder.events[:-2]):
+        if event[0] == "write" and event[1] in pieces:
+            assert recorder.events[index + 1] == ("flush", None)
+
+
+def test_the_api_callback_receives_the_pieces_in_order(run_dir):
+    from tfnorm.inference.text_generation import TextGenerator
+
+    pieces = []
+    text = TextGenerator(run_dir).complete("The ", 10, seed=2, callback=pieces.append)
+    assert len(pieces) > 1 and "The " + "".join(pieces) == text
+
+
+def test_a_prompt_longer_than_the_context_is_cropped_with_one_stderr_line(
+    run_dir, capsys
+):
+    prompt = "0123456789" * 5  # 50 bytes; the context is 32
+    status, out, err = generate(
+        [run_dir, prompt, "--seed", "1", "--max-new-tokens", "4", "--json"], capsys
+    )
+    assert status == 0, err
+    assert err.count("\n") == 1 and "cropped to its last 32 bytes" in err, err
+    result = json.loads(out)
+    assert result["prompt"] == prompt
+    assert len(result["text"].encode("utf-8", "surrogatepass")) >= 1
+
+
+def test_max_new_tokens_past_the_context_slides_the_window(run_dir, capsys):
+    status, out, err = generate(
+        [run_dir, "The ", "--temperature", "0", "--max-new-tokens", "45", "--json"],
+        capsys,
+    )
+    assert status == 0 and err == "", err
+    # Greedy never picks the end-of-text token of a corpus without it, so
+    # all 45 bytes come: 4 + 45 > 32, the model's context.
+    made = json.loads(out)["text"].encode("utf-8", "surrogatepass")
+    assert len(made) == 45, made

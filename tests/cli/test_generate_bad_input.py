@@ -20,8 +20,8 @@ import pytest
 
 from tests.training.workloads.test_language_model import TINY_LM, corpus_text
 from tfnorm.cli.main import main
+from tfnorm.inference.text_generation import TextGenerator
 from tfnorm.training import train
-from tfnorm.training.text_generation import TextGenerator
 
 GREEDY = ["The ", "--temperature", "0", "--max-new-tokens", "8"]
 

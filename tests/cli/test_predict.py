@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from tests.conftest import REPO
-from tests.training.test_prediction import run_config
+from tests.inference.test_prediction import run_config
 from tfnorm import _keras
 from tfnorm.cli.main import main
 from tfnorm.training import train

@@ -9,12 +9,12 @@ import re
 
 import pytest
 
+from tfnorm.inference.prediction import PredictionError, Predictor
 from tfnorm.training import train
 from tfnorm.training.config.config_file import load_config_file
 from tfnorm.training.config.settings import ConfigError
 from tfnorm.training.config.train_config import TrainConfig
 from tfnorm.training.data import DataError
-from tfnorm.training.prediction import PredictionError, Predictor
 
 FLAG = re.compile(r"(?<![\w-])--[a-z]")
 TINY = dict(max_len=6, num_layers=1, d_model=8, num_heads=2, dff=16, batch_size=4)

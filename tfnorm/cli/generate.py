@@ -1,6 +1,6 @@
 """`tfnorm generate`: text sampled from a language-model run.
 
-A thin layer over `tfnorm.training.text_generation.TextGenerator`, with the
+A thin layer over `tfnorm.inference.text_generation.TextGenerator`, with the
 input and output handling of `tfnorm predict` (the same `--file` reading,
 the same one-line errors, the same exit status when stdout stops taking
 output). Building the parser imports no TensorFlow.
@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
-import re
 import sys
 
 from tfnorm.cli.flags import fail, with_flags
@@ -156,32 +156,22 @@ def run(args):
                 f"PROMPT is not UTF-8 text (byte {error.start + 1} cannot be "
                 f"decoded); give the text in UTF-8. Received: PROMPT={raw!r}"
             )
-    if args.num_samples < 1:
-        return _fail(
-            f"--num-samples must be at least 1. Received: --num-samples={args.num_samples}"
-        )
+    error = _bad_number(args)
+    if error:
+        return _fail(error)
     seed = args.seed
     if seed is None:
         import random
 
         seed = random.randrange(2**31 - 1 - args.num_samples)
 
-    from tfnorm.generation.generator import choose_sampler
+    from tfnorm.inference.text_generation import TextGenerator
     from tfnorm.training.rundir.reading import RunDirectoryError
-    from tfnorm.training.text_generation import TextGenerator
 
     try:
-        choose_sampler(None, args.temperature, args.top_k, args.top_p)
-        if args.max_new_tokens is not None and args.max_new_tokens < 1:
-            raise ValueError(
-                f"max_new_tokens must be at least 1. Received: "
-                f"max_new_tokens={args.max_new_tokens}"
-            )
         generator = TextGenerator(args.run_dir)
     except RunDirectoryError as error:
         return _fail(with_flags(error, TrainConfig))
-    except ValueError as error:
-        return _fail(_as_flags(error))
     jobs = [(p, seed + j) for p in prompts for j in range(args.num_samples)]
     lines = (_one_text(generator, args, prompt, s) for prompt, s in jobs)
     return write_lines("generate", lines, len(jobs), "texts")
@@ -228,16 +218,24 @@ def _one_text(generator, args, prompt, seed):
     return json.dumps(record, ensure_ascii=False)
 
 
-#: `tfnorm.generate`'s argument names and this command's flags for them.
-_FLAGS = {"max_new_tokens": "--max-new-tokens", "temperature": "--temperature"}
-_FLAGS.update(top_k="--top-k", top_p="--top-p")
-
-
-def _as_flags(error):
-    """`tfnorm.generate`'s argument names in `error` as this command's flags."""
-    names = "|".join(_FLAGS)
-    return re.sub(
-        rf"(?<![\w-])`?({names})`?(?=[=`\s.,)]|$)",
-        lambda match: _FLAGS[match.group(1)],
-        str(error),
+def _bad_number(args):
+    """The message for the first flag whose value cannot be used, built with
+    the flag's name (the checks `tfnorm.generate` makes of its arguments,
+    made here first so that the message names the flag), or None."""
+    if args.top_k is not None and args.top_p is not None:
+        return (
+            "--top-k and --top-p choose two different samplers; give one. "
+            f"Received: --top-k={args.top_k}, --top-p={args.top_p:g}"
+        )
+    checks = (
+        ("--num-samples", args.num_samples, "at least 1", lambda n: n >= 1),
+        ("--max-new-tokens", args.max_new_tokens, "at least 1", lambda n: n >= 1),
+        ("--top-k", args.top_k, "an integer >= 1", lambda k: k >= 1),
+        ("--top-p", args.top_p, "a number in (0, 1]", lambda p: 0 < p <= 1),
+        ("--temperature", args.temperature, "a number >= 0", lambda t: 0 <= t),
     )
+    for flag, value, wanted, fits in checks:
+        if value is not None and not (math.isfinite(value) and fits(value)):
+            shown = f"{value:g}" if isinstance(value, float) else value
+            return f"{flag} must be {wanted}. Received: {flag}={shown}"
+    return None

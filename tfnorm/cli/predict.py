@@ -1,6 +1,6 @@
 """`tfnorm predict`: classifies texts with the exported model of a finished run.
 
-A thin layer over `tfnorm.training.prediction.Predictor`. Building the
+A thin layer over `tfnorm.inference.prediction.Predictor`. Building the
 parser imports no TensorFlow; the model is loaded when the command runs.
 
 Exit statuses: 0 printed every prediction; 2 bad arguments, no usable
@@ -162,7 +162,7 @@ def run(args):
             "(see tfnorm predict --help)"
         )
 
-    from tfnorm.training.prediction import PredictionError, Predictor
+    from tfnorm.inference.prediction import PredictionError, Predictor
 
     try:
         predictor = Predictor(args.run_dir)

@@ -1,8 +1,10 @@
-"""`train` (the run behind `tfnorm train`) and `predict` (a finished text
-run's model on new texts), built from rooms that import only downward:
-`config` (settings, read without TensorFlow), `data`, `rundir` (the run
-directory), `loop` (steps and what happens between them), `workloads` (what
-is trained), then `trainer` and `prediction` at the top.
+"""`train` (the run behind `tfnorm train`), built from rooms that import
+only downward: `config` (settings, read without TensorFlow), `data`,
+`rundir` (the run directory), `loop` (steps and what happens between them),
+`workloads` (what is trained), then `trainer` at the top.
+
+Using a run's model afterwards lives in `tfnorm.inference`; its `predict`
+and `Predictor` are re-exported here, where they were before it existed.
 
 The optimisation pieces live in `tfnorm.optim` and are re-exported here, as
 they were before that package existed. The names below are imported on first
@@ -22,8 +24,8 @@ _EXPORTS = {
     "wrap_for_mixed_precision": "tfnorm.optim.precision",
     "TrainConfig": "tfnorm.training.config.train_config",
     "train": "tfnorm.training.trainer",
-    "Predictor": "tfnorm.training.prediction",
-    "predict": "tfnorm.training.prediction",
+    "Predictor": "tfnorm.inference.prediction",
+    "predict": "tfnorm.inference.prediction",
 }
 
 __all__ = sorted(_EXPORTS)

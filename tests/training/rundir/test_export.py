@@ -75,7 +75,7 @@ def test_a_model_that_cannot_be_saved_whole_says_how_to_load_its_weights(tmp_pat
 
 
 def test_a_checked_export_is_the_model_and_says_how_to_load_it(tmp_path):
-    from tests.training.test_prediction import run_config
+    from tests.inference.test_prediction import run_config
 
     summary = train(run_config(tmp_path), stdout=io.StringIO())
     exported = summary["export"]
@@ -96,7 +96,7 @@ LEFTOVERS = (
 
 
 def test_what_an_export_killed_midway_left_is_removed_by_the_next_run(tmp_path):
-    from tests.training.test_prediction import run_config
+    from tests.inference.test_prediction import run_config
 
     config = run_config(tmp_path)
     summary = train(config, stdout=io.StringIO())
@@ -135,7 +135,7 @@ def test_a_full_disk_during_the_export_leaves_no_temporary_file(tmp_path, monkey
 
 
 def test_summary_records_the_export_as_json(tmp_path):
-    from tests.training.test_prediction import run_config
+    from tests.inference.test_prediction import run_config
 
     train(run_config(tmp_path), stdout=io.StringIO())
     saved = json.loads((tmp_path / "run" / "summary.json").read_text())

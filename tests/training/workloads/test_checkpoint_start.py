@@ -61,11 +61,11 @@ def test_a_gpt2_checkpoint_fine_tunes_exports_and_generates(tmp_path, capsys):
     assert recipe["tokenizer"] == "tokenizer" and recipe["end_of_text"] == 2
     assert recipe["build_decoder"]["norm"] == "rms"
     assert (logdir / "tokenizer" / "tokenizer.json").is_file()
-    from tfnorm.training.prediction import find_model
+    from tfnorm.inference.prediction import find_model
 
     assert os.path.exists(find_model(str(logdir)))  # model.keras, or TF 2.9's
 
-    from tfnorm.training.text_generation import TextGenerator
+    from tfnorm.inference.text_generation import TextGenerator
 
     generator = TextGenerator(str(logdir))
     # The run started from the checkpoint: its first block's RMSNorm scale

@@ -126,7 +126,7 @@ def _run_model(config, log):
     built afresh here (in the run's strategy) with those weights."""
     from tfnorm.models import build_decoder
     from tfnorm.training.rundir.reading import RunDirectoryError
-    from tfnorm.training.text_generation import TextGenerator
+    from tfnorm.inference.text_generation import TextGenerator
 
     try:
         source = TextGenerator(config.init_from)

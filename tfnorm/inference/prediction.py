@@ -8,7 +8,7 @@ is the one-call form. `tfnorm predict` is a thin layer over it.
 
 Example:
 
->>> from tfnorm.training.prediction import predict
+>>> from tfnorm.inference.prediction import predict
 >>> predict("runs/reviews", ["a wonderful film"])  # doctest: +SKIP
 [{'text': 'a wonderful film', 'label': 'pos',
   'probabilities': {'neg': 0.03, 'pos': 0.97}}]
@@ -116,7 +116,7 @@ def _refuse_own_model_run(run_dir, summary):
     )
 
 
-def _check_same_export(run_dir, summary):
+def check_same_export(run_dir, summary):
     """Refuses a model, vocabulary or class names that are not the files the
     run exported together (their SHA-256 is in summary.json's export record;
     runs from before it are not checked)."""
@@ -166,7 +166,7 @@ class Predictor:
                 f"trained on a text file ({setting_key('data')}), synthetic-task runs take token "
                 f"ids, not text. Received: run_dir={self.run_dir!r}"
             )
-        self.model = _load_model(self.model_path)
+        self.model = load_exported_model(self.model_path)
         self.max_len = int(self.model.inputs[0].shape[1])
         num_outputs = int(self.model.outputs[0].shape[-1])
         # Runs from before labels.json had id labels only.
@@ -177,7 +177,7 @@ class Predictor:
                 f"{len(self.label_names)} classes but the model has {num_outputs} "
                 "outputs; the files come from different runs."
             )
-        _check_same_export(self.run_dir, summary)
+        check_same_export(self.run_dir, summary)
         from tfnorm.training.data.vocabulary import make_vectorizer
 
         self.vectorizer = make_vectorizer(self.max_len, vocabulary=list(vocabulary))
@@ -235,7 +235,9 @@ def predict(run_dir, texts, batch_size=256):
     return Predictor(run_dir).predict(texts, batch_size=batch_size)
 
 
-def _load_model(path):
+def load_exported_model(path):
+    """The model exported at `path` (tfnorm's layers registered first), or
+    `PredictionError` naming the file when Keras cannot load it."""
     from tfnorm import _keras
     from tfnorm.training.rundir.export import register_tfnorm_objects
 

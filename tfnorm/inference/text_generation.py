@@ -11,7 +11,7 @@ from its newest checkpoint. The text is byte tokens in and out
 
 Example:
 
->>> from tfnorm.training.text_generation import TextGenerator
+>>> from tfnorm.inference.text_generation import TextGenerator
 >>> TextGenerator("runs/lm").complete("The ", 40, seed=0)  # doctest: +SKIP
 'The model of the statement is ...'
 """
@@ -20,15 +20,14 @@ from __future__ import annotations
 
 import os
 
-from tfnorm.training.data import byte_text
-from tfnorm.training.prediction import (
+from tfnorm.inference.prediction import (
     MODEL_NAMES,
     PredictionError,
-    _check_same_export,
-    _load_model,
+    check_same_export,
     find_model,
-    read_summary,
+    load_exported_model,
 )
+from tfnorm.training.data import byte_text
 from tfnorm.training.rundir import checkpoints, reading
 from tfnorm.training.rundir.reading import LANGUAGE_MODEL_FILE
 
@@ -58,11 +57,11 @@ class TextGenerator:
             self.max_len = int(self.model.max_len)
             return
         recipe = reading.read_recipe(self.run_dir)
-        summary = read_summary(self.run_dir)
+        summary = reading.read_summary(self.run_dir)
         if any(os.path.lexists(os.path.join(self.run_dir, n)) for n in MODEL_NAMES):
             self.source = find_model(self.run_dir)
-            _check_same_export(self.run_dir, summary)
-            self.model = _load_model(self.source)
+            check_same_export(self.run_dir, summary)
+            self.model = load_exported_model(self.source)
         else:
             self.model, self.source = _from_checkpoint(self.run_dir, recipe)
         self.max_len = int(self.model.max_len)

@@ -10,8 +10,8 @@ import shutil
 import numpy as np
 import pytest
 
+from tfnorm.inference.prediction import PredictionError, Predictor, predict
 from tfnorm.training import train
-from tfnorm.training.prediction import PredictionError, Predictor, predict
 
 
 def write_reviews(path, count=40):

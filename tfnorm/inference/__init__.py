@@ -1,0 +1,42 @@
+"""Using what a finished (or still training) run left in its directory:
+`Predictor`/`predict` classify new texts with a text run's exported model
+(`tfnorm predict`), `TextGenerator` continues prompts with a language-model
+run's export or newest checkpoint (`tfnorm generate`).
+
+Both read the run directory through `tfnorm.training.rundir.reading`, its
+one public reader; training never imports this package. The names below
+are imported on first use, so that `tfnorm predict --help` and `tfnorm
+generate --help` answer without TensorFlow.
+
+Example:
+
+>>> from tfnorm.inference import TextGenerator
+>>> TextGenerator("runs/lm").complete("The ", 40, seed=0)  # doctest: +SKIP
+'The model of the statement is ...'
+"""
+
+from __future__ import annotations
+
+import importlib
+
+_EXPORTS = {
+    "PredictionError": "tfnorm.inference.prediction",
+    "Predictor": "tfnorm.inference.prediction",
+    "predict": "tfnorm.inference.prediction",
+    "TextGenerator": "tfnorm.inference.text_generation",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module = importlib.import_module(_EXPORTS[name])
+    value = getattr(module, name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_EXPORTS))
