@@ -95,6 +95,7 @@ from tfnorm._keras.surgery import (
 from tfnorm._keras.training import (
     accept_tensor_logs,
     build_optimizer,
+    checkpoint_object_graph,
     checkpointable_optimizer,
     global_policy_name,
     gradient_scale,
@@ -127,6 +128,7 @@ __all__ = [
     "build_attention",
     "build_optimizer",
     "build_sublayer",
+    "checkpoint_object_graph",
     "built_input_shape",
     "call_batch_norm",
     "checkpointable_optimizer",

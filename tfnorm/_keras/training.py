@@ -130,3 +130,18 @@ def gradient_scale(optimizer):
     if IS_KERAS_3 and is_loss_scaled(optimizer):
         return optimizer.scale_loss(tf.constant(1.0))
     return tf.constant(1.0)
+
+
+def checkpoint_object_graph(prefix):
+    """The object graph (`TrackableObjectGraph` proto) stored in the
+    checkpoint `prefix`: which object holds which, and which hold values.
+
+    TensorFlow has no public reader for it, only the proto class under
+    `tensorflow.core`, which every supported release ships.
+    """
+    from tensorflow.core.protobuf import trackable_object_graph_pb2
+
+    graph = trackable_object_graph_pb2.TrackableObjectGraph()
+    reader = tf.train.load_checkpoint(prefix)
+    graph.ParseFromString(reader.get_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"))
+    return graph

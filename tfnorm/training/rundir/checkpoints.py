@@ -30,7 +30,7 @@ import re
 import shutil
 
 from tfnorm._errors import one_line
-from tfnorm._keras import tf
+from tfnorm._keras import checkpoint_object_graph, tf
 from tfnorm._safe_io import atomic_write_text
 
 PREFIX = "ckpt"
@@ -194,11 +194,7 @@ def restore_model(model, prefix, key="model"):
 
 def _variables_under(prefix, key):
     """How many variables the checkpoint `prefix` holds below its object `key`."""
-    from tensorflow.core.protobuf import trackable_object_graph_pb2
-
-    graph = trackable_object_graph_pb2.TrackableObjectGraph()
-    reader = tf.train.load_checkpoint(prefix)
-    graph.ParseFromString(reader.get_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"))
+    graph = checkpoint_object_graph(prefix)
     stack = [c.node_id for c in graph.nodes[0].children if c.local_name == key]
     seen = set()
     while stack:
