@@ -61,6 +61,14 @@ class TransformerBlock(layers.Layer):
         self.dropout1 = layers.Dropout(rate)
         self.dropout2 = layers.Dropout(rate)
 
+    def build(self, input_shape):
+        # Creates the attention's weights here, not at its first call:
+        # loading a saved model builds each layer, then restores the weights
+        # that exist (Keras 2.9 loses weights created later).
+        zeros = tf.zeros([1] + [dim or 1 for dim in input_shape[1:]])
+        self.att(zeros, zeros)
+        super().build(input_shape)
+
     def call(self, inputs, training=None):
         attn_output = self.att(inputs, inputs)
         attn_output = self.dropout1(attn_output, training=training)

@@ -51,6 +51,14 @@ class PreLNBlock(layers.Layer):
         self.ffn2 = layers.Dense(d_model)
         self.dropout = layers.Dropout(dropout)
 
+    def build(self, input_shape):
+        # Creates the attention's weights here, not at its first call:
+        # loading a saved model builds each layer, then restores the weights
+        # that exist (Keras 2.9 loses weights created later).
+        zeros = tf.zeros([1] + [dim or 1 for dim in input_shape[1:]])
+        self.attention(zeros, zeros)
+        super().build(input_shape)
+
     def call(self, x, training=None):
         h = self.norm1(x)
         x = x + self.dropout(self.attention(h, h), training=training)

@@ -171,3 +171,18 @@ def test_absurd_num_layers_flag_is_refused_before_building(tmp_path, capsys):
     assert status == 2 and err.count("\n") == 1, err
     assert re.search(r"--num-layers .*1024.*10000000", err), err
     assert not (tmp_path / "run").exists()
+
+
+def test_deleted_checkpoints_beside_their_state_file_give_one_line(
+    runs, tmp_path, capsys, caplog
+):
+    # `tf.train.latest_checkpoint` logged "ERROR:tensorflow:Couldn't match
+    # files for checkpoint" (a Python log record, on stderr before tfnorm's
+    # line), and tfnorm's line said "no checkpoint yet".
+    run_dir = tmp_path / "deleted"
+    shutil.copytree(runs["base"] / "pristine", run_dir)
+    for path in (run_dir / "checkpoints").glob("ckpt-*"):
+        path.unlink()
+    caplog.clear()
+    refused(run_dir, capsys, r"its state file names ckpt-2, whose files are gone")
+    assert [r.getMessage() for r in caplog.records if r.name == "tensorflow"] == []

@@ -710,3 +710,33 @@ def test_a_classifier_flag_with_model_fn_is_refused_naming_the_flag(tmp_path, ca
         r"--num-layers \(config key num_layers\): num_layers applies to "
         r"tfnorm's classifier only",
     )
+
+
+# Resuming with a vocabulary of another size: the restore failed naming only
+# the checkpoint ("ckpt-1 belongs to another model"), or the identity check
+# said "vocab_size: checkpoint None, now 4". Each names the vocabulary
+# (file or setting) and both sizes, before anything is restored.
+RESUME_VOCABULARY_SIZE_CASES = [
+    ("vocabulary.json a token short", [], r"--checkpoint-dir .*checkpoints/vocabulary\.json gives a vocabulary of 5 tokens .*trained with 6"),
+    ("--vocab-size below the vocabulary", ["--vocab-size", "4"], r"--vocab-size .*a vocabulary of 6 tokens .*vocab_size=4; resume without vocab_size \(--vocab-size\)"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "extra, expected",
+    [pytest.param(x, e, id=name) for name, x, e in RESUME_VOCABULARY_SIZE_CASES],
+)
+def test_a_vocabulary_of_another_size_is_refused_naming_it(
+    tmp_path, capsys, extra, expected
+):
+    data = write(tmp_path, TEXTS, "train.csv")
+    argv = [*TINY, "--data", str(data), "--logdir", str(tmp_path / "run")]
+    status, error = run_train(tmp_path, capsys, lambda _: argv)
+    assert status == 0, error
+    saved = tmp_path / "run" / "checkpoints" / "vocabulary.json"
+    if not extra:
+        saved.write_text(json.dumps(json.loads(saved.read_text())[:-1]))
+    before = snapshot(tmp_path / "run" / "checkpoints")
+    status, error = run_train(tmp_path, capsys, lambda _: [*argv, *extra])
+    assert_one_line_error(status, error, expected)
+    assert snapshot(tmp_path / "run" / "checkpoints") == before

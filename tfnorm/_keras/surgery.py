@@ -146,6 +146,8 @@ def replace_graph_layer(model, old, new):
     config then records `new`'s class. Returns True if `old` was a layer of
     `model`'s graph.
     """
+    if IS_KERAS_3 and isinstance(model, keras.Sequential):
+        return _replace_in_keras3_sequential(model, old, new)
     if IS_KERAS_3:
         operations = getattr(model, "_operations", None)
         if not operations or not any(op is old for op in operations):
@@ -158,10 +160,7 @@ def replace_graph_layer(model, old, new):
         model._operations = [new if op is old else op for op in operations]
         for depth, ops in model._operations_by_depth.items():
             model._operations_by_depth[depth] = [new if op is old else op for op in ops]
-        if isinstance(model, keras.Sequential):
-            model._layers = [new if layer is old else layer for layer in model._layers]
-        else:
-            _swap_in_tracked_lists(model, old, new, positions)
+        _swap_in_tracked_lists(model, old, new, positions)
         return True
     tracked = getattr(model, "_self_tracked_trackables", None) or []
     if not any(layer is old for layer in tracked):
@@ -178,6 +177,21 @@ def replace_graph_layer(model, old, new):
         layers = getattr(model, name, None)
         if isinstance(layers, list):
             layers[:] = [new if layer is old else layer for layer in layers]
+    return True
+
+
+def _replace_in_keras3_sequential(model, old, new):
+    """Keras 3's Sequential has no graph of its own: it keeps its layers in
+    `_layers` and runs them through a functional model (`_functional`) it
+    builds from that list. So `new` takes `old`'s place in the list, and the
+    functional model is built again from it, as `Sequential.add` and `pop`
+    do (Sequential, unlike other layers, stays mutable once built)."""
+    if not any(layer is old for layer in model._layers):
+        return False
+    # Assigned whole, as Sequential.build does, so that Keras tracks `new`.
+    model._layers = [new if layer is old else layer for layer in model._layers]
+    if model._functional is not None:
+        model._maybe_rebuild()
     return True
 
 

@@ -249,16 +249,25 @@ def _cut_after_stop(text, stops):
 def _from_checkpoint(run_dir, recipe):
     """The run's model rebuilt from `recipe` and restored, every variable of
     it, from the run's own newest checkpoint."""
-    from tfnorm._keras import tf
     from tfnorm.models import build_decoder
 
     directory = reading.recipe_checkpoint_dir(run_dir, recipe)
-    latest = tf.train.latest_checkpoint(directory)
+    # The checkpoint files are the truth, not the state file
+    # (`tf.train.latest_checkpoint` logs a TensorFlow ERROR line when the
+    # state file names checkpoints that were deleted).
+    found = checkpoints.scan(directory)
+    latest = found[-1][1] if found else None
     if latest is None:
+        listed = checkpoints.read_state_file(directory)
+        why = (
+            "yet; wait for the run's first checkpoint"
+            if not listed
+            else f"(its state file names {os.path.basename(listed[-1])}, whose "
+            "files are gone); restore the checkpoint files or train again"
+        )
         raise PredictionError(
             f"{run_dir}: no exported model and no checkpoint in {directory} "
-            "yet; wait for the run's first checkpoint. "
-            f"Received: run_dir={run_dir!r}"
+            f"{why}. Received: run_dir={run_dir!r}"
         )
     reading.check_recipe(run_dir, recipe, directory)
     try:

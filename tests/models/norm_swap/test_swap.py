@@ -583,13 +583,21 @@ def test_keras_hub_encoder_inside_a_user_model_converts_in_a_copy():
 # -- compiled models and masks -------------------------------------------------
 
 
-def _compiled_model(seed=0):
+def _compiled_model(seed=0, kind="functional"):
     keras.utils.set_random_seed(seed)
-    inputs = keras.Input((6,))
-    x = keras.layers.Dense(6)(inputs)
-    x = keras.layers.LayerNormalization(name="ln")(x)
-    outputs = keras.layers.Dense(1)(x)
-    model = keras.Model(inputs, outputs)
+    layers = [
+        keras.layers.Dense(6),
+        keras.layers.LayerNormalization(name="ln"),
+        keras.layers.Dense(1),
+    ]
+    if kind == "sequential":
+        model = keras.Sequential([keras.Input((6,))] + layers, name="sequential")
+    else:
+        inputs = keras.Input((6,))
+        x = inputs
+        for layer in layers:
+            x = layer(x)
+        model = keras.Model(inputs, x)
     model.compile(optimizer=keras.optimizers.Adam(0.05), loss="mse")
     return model
 
@@ -601,9 +609,11 @@ def _regression_data():
     ).astype("float32")
 
 
-def test_converted_in_place_a_compiled_model_trains_on_as_if_unconverted():
+@pytest.mark.parametrize("kind", ["functional", "sequential"])
+def test_converted_in_place_a_compiled_model_trains_on_as_if_unconverted(kind):
+    # Keras 3's Sequential once refused: "Layer 'ln' could not be replaced".
     x, y = _regression_data()
-    reference, converted = _compiled_model(), _compiled_model()
+    reference, converted = _compiled_model(kind=kind), _compiled_model(kind=kind)
     for model in (reference, converted):
         model.fit(x, y, batch_size=8, epochs=1, shuffle=False, verbose=0)
     tfnorm.replace_norms(converted, inplace=True)
@@ -620,15 +630,24 @@ def test_converted_in_place_a_compiled_model_trains_on_as_if_unconverted():
     _assert_same_outputs(converted, reference, x)
 
 
-def test_a_copy_of_a_compiled_model_says_its_optimizer_starts_afresh():
+@pytest.mark.parametrize("kind", ["functional", "sequential"])
+def test_a_copy_of_a_compiled_model_says_its_optimizer_starts_afresh(kind):
     x, y = _regression_data()
-    model = _compiled_model()
+    model = _compiled_model(kind=kind)
     model.fit(x, y, batch_size=8, epochs=1, verbose=0)
     with pytest.warns(UserWarning, match="starts afresh.*inplace=True"):
         copy = tfnorm.replace_norms(model)
     if _keras.is_compiled(copy):
         assert copy.optimizer is not model.optimizer
     assert _keras.is_compiled(model)
+    # What the warning recommends works on the same model.
+    optimizer = model.optimizer
+    assert tfnorm.replace_norms(model, inplace=True) is model
+    assert model.optimizer is optimizer
+    assert type(model.get_layer("ln")).__module__.startswith("tfnorm.")
+    assert [type(layer) for layer in model.layers] == [
+        type(layer) for layer in copy.layers
+    ]
 
 
 def _embedding_model():

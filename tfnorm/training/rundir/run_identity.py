@@ -102,6 +102,7 @@ def check_same_run(config, saved, data_sha256, log=None):
         and _resolved(key, saved.get(key), saved, identity)
         != _resolved(key, current[key], current, identity)
     ]
+    _check_vocab_size_setting(config, saved, identity, differences)
     if differences:
         raise ConfigError(
             "checkpoint_dir",
@@ -181,3 +182,61 @@ def _resolved(key, value, values, identity):
         # Inferred from the labels: what they gave is recorded in the identity.
         return identity.get("num_classes", value)
     return value
+
+
+def _check_vocab_size_setting(config, saved, identity, differences):
+    """Names `vocab_size` and both vocabulary sizes when it is the setting
+    that differs: the checkpoint's embedding has one row per token, so the
+    restore would otherwise fail naming only the checkpoint."""
+    trained = identity.get("vocab_size")
+    if not isinstance(trained, int) or not any(
+        entry.startswith("vocab_size:") for entry in differences
+    ):
+        return
+    spelled = saved.get("vocab_size")
+    how = (
+        f"vocab_size {spelled}"
+        if spelled is not None
+        else "vocab_size left out, "
+        + ("the vocabulary built from the data" if saved.get("data") else "the default")
+    )
+    if len(differences) == 1:
+        raise ConfigError(
+            "vocab_size",
+            f"the checkpoints in {config.checkpoint_dir} were trained with a "
+            f"vocabulary of {trained} tokens ({how}), this run's is "
+            f"vocab_size={config.vocab_size}; resume "
+            + (
+                f"without {setting_key('vocab_size')}"
+                if spelled is None
+                else f"with {setting_key('vocab_size', spelled)}"
+            )
+            + ", or start a new run with another "
+            f"{setting_key('checkpoint_dir')}. Received: "
+            f"vocab_size={config.vocab_size!r}",
+        )
+    for index, entry in enumerate(differences):
+        if entry.startswith("vocab_size:"):
+            differences[index] = (
+                f"{entry} (the checkpoints' vocabulary: {trained} tokens)"
+            )
+
+
+def check_vocabulary_size(config, saved, vocab_size, path):
+    """Refuses a saved vocabulary (`path`, read back on resume) whose size,
+    `vocab_size` with padding and `[UNK]`, is not the one the checkpoints
+    were trained with (`run_config.json`'s identity): it was edited or
+    replaced, and its token ids no longer match the embedding's rows."""
+    identity = (saved or {}).get(IDENTITY_KEY)
+    trained = identity.get("vocab_size") if isinstance(identity, dict) else None
+    if not isinstance(trained, int) or trained == vocab_size:
+        return
+    raise ConfigError(
+        "checkpoint_dir",
+        f"{path} gives a vocabulary of {vocab_size} tokens (with padding and "
+        f"[UNK]), but the checkpoints beside it were trained with {trained}: "
+        "it was edited or replaced, and its token ids no longer match the "
+        "checkpoints' embedding. Restore it, or start a new run with another "
+        f"{setting_key('checkpoint_dir')}. Received: "
+        f"checkpoint_dir={config.checkpoint_dir!r}",
+    )

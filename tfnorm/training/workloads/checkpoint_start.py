@@ -124,9 +124,9 @@ def starting_model(config, log):
 def _run_model(config, log):
     """The model of a tfnorm run (its export, else its newest checkpoint),
     built afresh here (in the run's strategy) with those weights."""
+    from tfnorm.inference.text_generation import TextGenerator
     from tfnorm.models import build_decoder
     from tfnorm.training.rundir.reading import RunDirectoryError
-    from tfnorm.inference.text_generation import TextGenerator
 
     try:
         source = TextGenerator(config.init_from)

@@ -4,6 +4,7 @@ on a synthetic task or a text file."""
 from __future__ import annotations
 
 import math
+import os
 
 from tfnorm._safe_io import file_sha256
 from tfnorm.training import data as data_lib
@@ -53,18 +54,27 @@ class ClassifierWorkload(Workload):
                 num_classes=config.num_classes,
             )
         else:
-            self._load_files(has_checkpoint)
+            self._load_files(has_checkpoint, saved)
         self.data_summary = outputs.data_summary(
             self.train_set, self.val_set, self.data_sha256
         )
 
-    def _load_files(self, has_checkpoint):
+    def _load_files(self, has_checkpoint, saved):
         config = self.config
         vocabulary, note = outputs.saved_vocabulary(
             config.checkpoint_dir, has_checkpoint
         )
         if note:
             self.log.line(note)
+        if vocabulary is not None:
+            # Before anything is restored: an edited vocabulary only shows
+            # as the checkpoint's embedding not fitting the model.
+            run_identity.check_vocabulary_size(
+                config,
+                saved,
+                len(vocabulary) + 2,  # with padding and [UNK]
+                os.path.join(config.checkpoint_dir, data_lib.VOCABULARY_FILE),
+            )
         self.train_set, self.val_set, self.vocabulary = data_lib.load_text_data(
             config.data,
             config.val_data,
