@@ -31,7 +31,8 @@ from tfnorm.cli.flags import add_setting_flags, describe, fail
 from tfnorm.training.config.checks import same_file
 from tfnorm.training.config.config_file import load_config_file
 from tfnorm.training.config.settings import ConfigError, setting_of
-from tfnorm.training.config.train_config import DEFAULT_VAL_SPLIT, TrainConfig
+from tfnorm.training.config.train_config import TrainConfig
+from tfnorm.training.config.train_defaults import DEFAULT_VAL_SPLIT
 
 EPILOG = """\
 examples (from the repository's root; the README says what they reach):

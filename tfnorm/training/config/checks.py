@@ -19,6 +19,11 @@ import sys
 from tfnorm._checks import check_heads
 from tfnorm._errors import setting_key
 from tfnorm.choices import DECODER_PRESET_NORMS, LANGUAGE_MODEL_TASK, SYNTHETIC_TASKS
+from tfnorm.training.config.model_checks import (
+    SYNTHETIC_VOCAB,
+    check_model_size,
+    check_norm,
+)
 from tfnorm.training.config.settings import (
     CLASSIFIER,
     LANGUAGE_MODEL,
@@ -26,19 +31,6 @@ from tfnorm.training.config.settings import (
     setting_of,
 )
 
-# The synthetic tasks' smallest default vocabulary (`make_synthetic`), and
-# the vocabulary limit of data files.
-_SYNTHETIC_VOCAB = 16
-FILE_VOCAB = 20000
-# The largest model and step `resolve` lets through: weights, or one layer's
-# attention scores or feed-forward activations for a batch, past 2**31 values
-# (8 GiB in float32) exceed TensorFlow's int32 tensor sizes and most
-# machines' memory; such sizes are typos (an extra zero), caught before
-# anything is created.
-MAX_VALUES = 2**31 - 1
-# A language model's byte tokens and end-of-text token
-# (`tfnorm.training.data.byte_text.VOCAB_SIZE`).
-_BYTE_VOCAB = 257
 #: Settings of tfnorm's classifier that a language model has no use for.
 CLASSIFIER_ONLY = ("num_examples", "vocab_size", "num_classes", "pooling", "val_data")
 
@@ -164,11 +156,11 @@ def check_combinations(values):
     _check_evaluation(values)
     if values["model_fn"] is not None:
         return  # the user's model: tfnorm's model settings do not apply
-    _check_model_size(values)
+    check_model_size(values)
     norm = values["norm"]
     if norm is None:  # a language model's: its preset's
         norm = DECODER_PRESET_NORMS[values["preset"]]
-    _check_norm(norm, values["epsilon"], values)
+    check_norm(norm, values["epsilon"], values)
 
 
 def _check_optimisation(values):
@@ -286,7 +278,7 @@ def _check_one_file(data):
 
 def _check_task(values):
     task, max_len, classes = values["task"], values["max_len"], values["num_classes"]
-    vocab = values["vocab_size"] or max(_SYNTHETIC_VOCAB, 2 * max_len + 1)
+    vocab = values["vocab_size"] or max(SYNTHETIC_VOCAB, 2 * max_len + 1)
     if task == "duplicate" and vocab - 1 < max_len:
         raise ConfigError(
             "vocab_size",
@@ -299,117 +291,3 @@ def _check_task(values):
             "The majority task needs num_classes < vocab_size (each class "
             f"holds token ids). Received: num_classes={classes}, vocab_size={vocab}",
         )
-
-
-def _check_model_size(values):
-    d_model, max_len, layers = (
-        values["d_model"],
-        values["max_len"],
-        values["num_layers"],
-    )
-    vocab = values["vocab_size"] or (
-        FILE_VOCAB if values["data"] else max(_SYNTHETIC_VOCAB, 2 * max_len + 1)
-    )
-    if values["task"] == LANGUAGE_MODEL_TASK:
-        vocab = _BYTE_VOCAB
-    dff = values["dff"] or 4 * d_model
-    # Embeddings, then each block's attention and feed-forward kernels.
-    weights = {
-        "vocab_size": vocab * d_model,
-        "max_len": max_len * d_model,
-        "num_classes": (values["num_classes"] or 0) * d_model,
-        "d_model": layers * (4 * d_model * d_model + 2 * d_model * dff),
-    }
-    total = sum(weights.values())
-    if total > MAX_VALUES:
-        key = max(weights, key=weights.get)
-        raise ConfigError(
-            key,
-            f"The model would have about {total:.2g} weights, more than the "
-            f"{MAX_VALUES} tfnorm train builds. Received: vocab_size={vocab}, "
-            f"max_len={max_len}, num_classes={values['num_classes']}, "
-            f"num_layers={layers}, d_model={d_model}, dff={dff}",
-        )
-    batch = values["batch_size"]
-    activations = {
-        "max_len": batch * values["num_heads"] * max_len * max_len,
-        "dff": batch * max_len * dff,
-    }
-    if max(activations.values()) > MAX_VALUES:
-        key = max(activations, key=activations.get)
-        raise ConfigError(
-            key,
-            f"One batch would need about {max(activations.values()):.2g} values "
-            f"in one layer (attention scores: batch x heads x max_len^2; "
-            f"feed-forward: batch x max_len x dff), more than {MAX_VALUES}. "
-            f"Lower batch_size, max_len or dff. Received: batch_size={batch}, "
-            f"num_heads={values['num_heads']}, max_len={max_len}, dff={dff}",
-        )
-
-
-def _check_norm(norm, epsilon, values):
-    from tfnorm.layers.factory import norm_from_spec
-
-    try:
-        layer = norm_from_spec(norm, "norm", epsilon=epsilon)
-    except (ValueError, TypeError) as error:
-        key = "epsilon" if "epsilon" in str(error).split("Received")[0] else "norm"
-        raise ConfigError(key, str(error)) from None
-    if isinstance(norm, dict):
-        _check_norm_config(norm, layer, values)
-
-
-def _check_norm_config(norm, layer, values):
-    """A norm config dict must fit the classifier's (batch, max_len, d_model) rows.
-
-    Its `axis` and `dtype` are the user's, and a wrong one (the batch axis,
-    an axis past the rank, float16 weights in a float32 model) would only
-    fail while the model is built, as a traceback.
-    """
-    from tfnorm._keras import tf
-    from tfnorm.choices import PRECISION_POLICIES
-
-    config = norm.get("config") or {}
-    policy = getattr(getattr(layer, "dtype_policy", None), "name", None)
-    run_policy = PRECISION_POLICIES.get(values["mixed_precision"], "float32")
-    if config.get("dtype") is not None and policy not in ("float32", run_policy):
-        raise ConfigError(
-            "norm",
-            f"the norm's `dtype` must be left out (the run's dtypes follow "
-            f"{setting_key('mixed_precision', values['mixed_precision'])}); a {policy} norm "
-            "cannot sit between the model's layers. "
-            f"Received: norm.config.dtype={config['dtype']!r}",
-        )
-    shape = tf.TensorShape([None, values["max_len"], values["d_model"]])
-    try:
-        layer.build(shape)
-    except (ValueError, TypeError) as error:
-        axis = config.get("axis", getattr(layer, "axis", None))
-        reason = " ".join(str(error).split("Received:")[0].split()).rstrip(". ")
-        raise ConfigError(
-            "norm",
-            f"the norm's `axis` does not fit the model's rows of shape (batch, "
-            f"max_len, d_model) = {shape} ({reason}); "
-            f"use axis -1 (the features). Received: norm.config.axis={axis!r}",
-        ) from None
-
-
-#: The model settings a checkpoint's config.json sets (`init_from`).
-CHECKPOINT_SHAPED = ("num_layers", "d_model", "num_heads", "dff", "preset")
-
-
-def check_init_from(values, config_class):
-    """With `init_from`, the checkpoint's config.json sets the model: a model
-    setting given too is refused, not silently ignored (`norm` may replace
-    the checkpoint's norms; `max_len` is the context trained on)."""
-    if values.get("init_from") is None:
-        return
-    defaults = {field.name: field.default for field in dataclasses.fields(config_class)}
-    for key in CHECKPOINT_SHAPED + ("norm_position", "tokenizer"):
-        if values[key] != defaults[key]:
-            raise ConfigError(
-                key,
-                f"{key} comes from the checkpoint's config.json with "
-                f"{setting_key('init_from')}; leave it out. "
-                f"Received: {key}={values[key]!r}",
-            )

@@ -10,7 +10,6 @@ config-file keys. No TensorFlow at import time: `--help` is built from here.
 from __future__ import annotations
 
 import dataclasses
-import os
 
 from tfnorm._checks import FLOAT32_MAX, MAX_SEED
 from tfnorm._errors import setting_key
@@ -29,10 +28,10 @@ from tfnorm.choices import (
     WINDOW_ORDERS,
     norms_help,
 )
-from tfnorm.limits import MODEL_SIZE_LIMITS
 from tfnorm.training.config import checks
 from tfnorm.training.config.checks import check_combinations
 from tfnorm.training.config.declared import DeclaredSettings
+from tfnorm.training.config.model_checks import check_init_from
 from tfnorm.training.config.settings import (
     ANY_MODEL,
     CLASSIFIER,
@@ -58,34 +57,21 @@ from tfnorm.training.config.settings import (
     setting,
     tokenizer_spec,
 )
-
-# The shortest sequence: the synthetic tasks compare two tokens, and a text
-# model seeing one token could learn no relation between words.
-MIN_MAX_LEN = 2
-# The share of `data` held out for validation when no `val_data` is given.
-DEFAULT_VAL_SPLIT = 0.1
-# Synthetic examples are generated in memory, in Python.
-MAX_SYNTHETIC_EXAMPLES = 2**24
-
-DATA = (
-    f"data (give {setting_key('task')} or {setting_key('data')}, or "
-    f"{setting_key('model_fn')} with {setting_key('data_fn')})"
+from tfnorm.training.config.train_defaults import (
+    DATA,
+    DEFAULT_VAL_SPLIT,
+    MAX_SYNTHETIC_EXAMPLES,
+    MIN_MAX_LEN,
+    MODEL,
+    NON_NEGATIVE,
+    OPTIMISATION,
+    OUTPUTS,
+    OWN_MODEL,
+    POSITIVE,
+    RUNTIME,
+    fill_derived_defaults,
+    sized,
 )
-OWN_MODEL = "your own model (instead of tfnorm's classifier)"
-MODEL = "model"
-OPTIMISATION = "optimisation"
-RUNTIME = "runtime"
-OUTPUTS = "outputs"
-POSITIVE = integer(1)
-
-
-def _sized(key, minimum=1):
-    """A model size, up to its bound in `tfnorm.limits` (shared with the
-    recipe `tfnorm generate` reads)."""
-    return integer(minimum, MODEL_SIZE_LIMITS[key])
-
-
-NON_NEGATIVE = integer(0)
 
 
 @dataclasses.dataclass
@@ -150,7 +136,7 @@ class TrainConfig(DeclaredSettings):
     )  # fmt: skip
     vocab_size: int | None = setting(
         None, DATA, "synthetic: token ids; files: vocabulary limit (counting "
-        "padding and the unknown token, so at least 3)", _sized("vocab_size", 3),
+        "padding and the unknown token, so at least 3)", sized("vocab_size", 3),
         optional=True, default_text="max(16, 2*max_len+1) for tasks, 20000 for files", resume=FIXED, scope=CLASSIFIER,
     )  # fmt: skip
     num_classes: int | None = setting(
@@ -161,7 +147,7 @@ class TrainConfig(DeclaredSettings):
     )  # fmt: skip
     max_len: int = setting(
         16, DATA, f"tokens per example; with {setting_key('task', LANGUAGE_MODEL_TASK)}: the context, in bytes",
-        _sized("max_len", MIN_MAX_LEN), resume=FIXED, scope=CLASSIFIER,
+        sized("max_len", MIN_MAX_LEN), resume=FIXED, scope=CLASSIFIER,
     )  # fmt: skip
     windows: str = setting(
         "sequential", DATA, f"with {setting_key('task', LANGUAGE_MODEL_TASK)}: sequential (the text cut into "
@@ -170,18 +156,18 @@ class TrainConfig(DeclaredSettings):
     )  # fmt: skip
     # Model.
     num_layers: int = setting(
-        2, MODEL, "encoder blocks (decoder blocks of a language model)", _sized("num_layers"),
+        2, MODEL, "encoder blocks (decoder blocks of a language model)", sized("num_layers"),
         resume=FIXED, scope=CLASSIFIER,
     )  # fmt: skip
     d_model: int = setting(
-        64, MODEL, "width", _sized("d_model"), resume=FIXED, scope=CLASSIFIER
+        64, MODEL, "width", sized("d_model"), resume=FIXED, scope=CLASSIFIER
     )
     num_heads: int = setting(
-        4, MODEL, f"attention heads, must divide {setting_key('d_model')}", _sized("num_heads"),
+        4, MODEL, f"attention heads, must divide {setting_key('d_model')}", sized("num_heads"),
         resume=FIXED, scope=CLASSIFIER,
     )  # fmt: skip
     dff: int | None = setting(
-        None, MODEL, "feed-forward width", _sized("dff"),
+        None, MODEL, "feed-forward width", sized("dff"),
         optional=True, default_text="4 * d_model", resume=FIXED, scope=CLASSIFIER,
     )  # fmt: skip
     norm: str | None = setting(
@@ -390,27 +376,14 @@ class TrainConfig(DeclaredSettings):
 
     def _finish(self, values):
         checks.check_scope(values, type(self))
-        checks.check_init_from(values, type(self))
+        check_init_from(values, type(self))
         if values["epochs"] is None and values["max_steps"] is None:
             values["epochs"] = 1
         if values["norm"] is None and values["model_fn"] is None:
             if values["task"] != LANGUAGE_MODEL_TASK:  # its preset's norm
                 values["norm"] = "layer"
         check_combinations(values)
-        # The derived defaults, filled here once: what the run, its identity
-        # and `--print-config` all read.
-        if values["dff"] is None and values["model_fn"] is None:
-            values["dff"] = 4 * values["d_model"]
-        if values["checkpoint_dir"] is None:
-            values["checkpoint_dir"] = os.path.join(values["logdir"], "checkpoints")
-        if (
-            values["model_fn"] is None
-            and values["task"] is not None
-            and values["num_classes"] is None
-        ):
-            values["num_classes"] = 3
-        if values["data"] and not values["val_data"] and values["val_split"] is None:
-            values["val_split"] = DEFAULT_VAL_SPLIT
+        fill_derived_defaults(values)
 
     def validate(self):
         """The same as `resolve()`, under the name a notebook may look for."""
