@@ -51,7 +51,9 @@ def test_name_labels_split_and_truncation_are_saved_and_reported(tmp_path):
     assert "validation: 3 of the 30 examples" in lines[0]
     assert "max_len 6 cuts 16 of 27 training texts" in lines[1]
     assert "max_len 12 would keep 95%" in lines[1]
-    assert "starting from step 0" in lines[2]
+    # AdamW's decay says what it shrinks before the first step.
+    assert "weight decay 0.01 on" in lines[2]
+    assert "starting from step 0" in lines[3]
     data_section = summary["data"]
     assert data_section["label_names"] == ["neg", "pos"]
     assert (data_section["train_examples"], data_section["val_examples"]) == (27, 3)
