@@ -4,7 +4,8 @@
 run's export or newest checkpoint (`tfnorm generate`).
 
 Both read the run directory through `tfnorm.training.rundir.reading`, its
-one public reader; training never imports this package. The names below
+one public reader; training imports this package only to start a language
+model from another run's weights (`--init-from RUN_DIR`). The names below
 are imported on first use, so that `tfnorm predict --help` and `tfnorm
 generate --help` answer without TensorFlow.
 
