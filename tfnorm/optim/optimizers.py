@@ -165,7 +165,10 @@ def describe_decay(optimizer, variables):
     """One line saying which of `variables` the optimizer's weight decay
     shrinks: their count and the kinds of weights (last path parts) left out."""
     decide = getattr(optimizer, "decays_variable", None)
-    rate = float(getattr(optimizer, "weight_decay", 0.0) or 0.0)
+    rate = getattr(optimizer, "weight_decay", None)
+    # Keras 2.9's AdamW backport keeps it as a variable, mirrored under a
+    # distribution strategy (no float() of it there).
+    rate = float(rate.numpy() if hasattr(rate, "numpy") else rate or 0.0)
     if decide is None or not rate:
         return "no weight decay"
     decayed = [v for v in variables if decide(v)]

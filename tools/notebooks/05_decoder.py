@@ -257,12 +257,12 @@ greedy = tfnorm.generate(model, prompt_ids, NEW_TOKENS, sampler="greedy")
 print(f"greedy ({time.time() - started:.1f} s, compilation included):")
 show(greedy)
 sampled = tfnorm.generate(
-    model, prompt_ids, NEW_TOKENS, sampler="top_p", p=0.9, temperature=0.8, seed=SEED
+    model, prompt_ids, NEW_TOKENS, top_p=0.9, temperature=0.8, seed=SEED
 )
 print("top-p, p=0.9, temperature 0.8, seed", SEED, ":")
 show(sampled)
 again = tfnorm.generate(
-    model, prompt_ids, NEW_TOKENS, sampler="top_p", p=0.9, temperature=0.8, seed=SEED
+    model, prompt_ids, NEW_TOKENS, top_p=0.9, temperature=0.8, seed=SEED
 )
 print(
     "the same seed again gives the same bytes:",
