@@ -284,6 +284,19 @@ def test_describe_decay_counts_the_decayed_variables_and_names_the_rest():
     assert describe_decay(make_optimizer("adam", LR), []) == "no weight decay"
 
 
+def test_describe_decay_reads_a_decay_made_under_a_strategy():
+    # Keras 2.9's AdamW keeps the decay as a variable, mirrored under a
+    # strategy: the multi-worker run's first line failed on float() of it.
+    from tfnorm.optim.optimizers import describe_decay
+
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0"])
+    with strategy.scope():
+        model = _embedding_model()
+        optimizer = make_optimizer("adamw", LR, WD, model=model)
+        line = describe_decay(optimizer, model.trainable_variables)
+    assert line.startswith("weight decay 0.5 on 2 of 5 variables")
+
+
 def test_decay_norms_survives_get_config():
     optimizer = make_optimizer("adamw", LR, WD, (), decay_norms=True)
     assert AdamW.from_config(optimizer.get_config()).decay_norms is True
