@@ -75,9 +75,10 @@ test-container: venv
 		-n $(CONTAINER_WORKERS) --dist loadfile --confcutdir tests/container \
 		-m container tests/container
 
-# Long runs (full literature checks, long training) deselected from `make test`.
+# Long runs (full literature checks, long training) deselected from `make test`,
+# shared out by file like `make test` (most wait on subprocesses or one core).
 test-slow: venv
-	$(PY) -m pytest -q -m slow
+	$(PY) -m pytest -q -m slow -n $(TEST_WORKERS) --dist loadfile
 
 test-legacy: venv
 	TF_USE_LEGACY_KERAS=1 $(PY) -m pytest $(PYTEST_ARGS)
