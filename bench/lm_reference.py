@@ -276,7 +276,7 @@ def main(argv=None):
         nanogpt_commit=lm_recipe.NANOGPT_COMMIT,
         torch=torch_version,
         recipe=lm_recipe.mapping(args.max_steps),
-        data={k: v for k, v in data.items() if k != "paths"},
+        data=data,
         results=results,
     )
     return results
