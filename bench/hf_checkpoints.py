@@ -206,7 +206,7 @@ def parse_args(argv):
             "and --batches must be at least 1"
         )
     args.sizes = TINY if args.tiny else GPT2_SMALL
-    args.hf_python = os.path.join(args.hf_venv, "bin", "python")
+    args.hf_python = os.path.join(os.path.abspath(args.hf_venv), "bin", "python")
     return args
 
 

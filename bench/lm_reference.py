@@ -215,6 +215,10 @@ def parse_args(argv):
             f"repeats={args.repeats}, max_steps={args.max_steps}"
         )
     args.skip_steps = max(10, min(args.skip_steps, args.max_steps // 3))
+    # The trainers run in their own working directories.
+    args.hf_venv, args.workdir = map(os.path.abspath, (args.hf_venv, args.workdir))
+    if args.nanogpt_dir:
+        args.nanogpt_dir = os.path.abspath(args.nanogpt_dir)
     return args
 
 

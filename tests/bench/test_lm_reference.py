@@ -149,7 +149,8 @@ def test_a_short_pair_of_runs_gives_both_losses_and_step_times(tmp_path):
     for side in ("tfnorm", "nanogpt"):
         assert 1.0 < result[side]["val_loss"] < 6.0  # below uniform: ln 257 = 5.55
         assert result[side]["ms_per_step"] > 0
-    assert result["nanogpt"]["tokens"] == json.loads(raw.read_text())["data"][
-        "val_tokens"
-    ] - 1
+    assert (
+        result["nanogpt"]["tokens"]
+        == json.loads(raw.read_text())["data"]["val_tokens"] - 1
+    )
     assert "| 1 | gpt2 | graph |" in table.read_text()
