@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import shutil
 import subprocess
 import sys
 
@@ -95,6 +96,11 @@ def nanogpt_problem(directory):
         return (
             f"{directory} is not a nanoGPT checkout (no train.py); get one with: "
             f"{HOW_TO_GET}. Received: nanogpt_dir={directory}"
+        )
+
+    if shutil.which("git") is None:
+        return (
+            f"git is needed to check the nanoGPT checkout's commit ({NANOGPT_COMMIT})"
         )
 
     def git(*command):
