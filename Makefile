@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
 PYTEST_ARGS ?= -x -q
 
-.PHONY: hf-reference hf-fixtures venv test test-container test-slow test-legacy test-tf29 test-compat lint format bench bench-keras3 bench-tf29 bench-hf bench-lm-reference demo demo-lm system-deps clean
+.PHONY: hf-reference hf-fixtures venv test test-container test-slow test-legacy test-tf29 test-compat lint format bench bench-keras3 bench-tf29 bench-hf bench-lm-reference bench-reference-check demo demo-lm system-deps clean
 
 # tf-keras (the legacy runtime) and keras-hub (bench/encoder.py and the
 # keras-hub tests of tests/models and tests/callbacks) are installed with
@@ -108,7 +108,7 @@ format: venv
 # the two reference benches below (about 1 hour together).
 BENCH_DIR ?= runs/bench
 BENCH_ARGS ?=
-bench: bench-keras3 bench-tf29 bench-hf bench-lm-reference
+bench: bench-reference-check bench-keras3 bench-tf29 bench-hf bench-lm-reference
 
 bench-keras3: venv
 	mkdir -p $(BENCH_DIR)
@@ -136,15 +136,24 @@ bench-tf29:
 # (git clone https://github.com/karpathy/nanoGPT && git -C nanoGPT checkout
 # 3adf61e154c3fe3fca428ad6bc3818b27a3b8291). The venv is checked, not built
 # here: building it downloads PyTorch.
+# `make bench` checks both first, so that it does not stop after an hour.
 NANOGPT_DIR ?=
+NANOGPT_COMMIT := 3adf61e154c3fe3fca428ad6bc3818b27a3b8291
+CHECK_HF_VENV = @test -x $(HF_VENV)/bin/python || { echo "$@: no reference venv at $(HF_VENV): run make hf-reference, or give HF_VENV=PATH" >&2; exit 2; }
+CHECK_NANOGPT = @test -n "$(NANOGPT_DIR)" || { echo "$@: give NANOGPT_DIR=PATH, a nanoGPT checkout at $(NANOGPT_COMMIT) (git clone https://github.com/karpathy/nanoGPT && git -C nanoGPT checkout $(NANOGPT_COMMIT))" >&2; exit 2; }
+
+bench-reference-check:
+	$(CHECK_NANOGPT)
+	$(CHECK_HF_VENV)
+
 bench-hf: venv
-	@test -x $(HF_VENV)/bin/python || { echo "bench-hf: no reference venv at $(HF_VENV): run make hf-reference, or give HF_VENV=PATH" >&2; exit 2; }
+	$(CHECK_HF_VENV)
 	mkdir -p $(BENCH_DIR)
 	$(PY) bench/hf_checkpoints.py --hf-venv $(HF_VENV) $(BENCH_ARGS) --markdown $(BENCH_DIR)/hf-checkpoints.md --json $(BENCH_DIR)/hf-checkpoints.json
 
 bench-lm-reference: venv
-	@test -n "$(NANOGPT_DIR)" || { echo "bench-lm-reference: give NANOGPT_DIR=PATH, a nanoGPT checkout at 3adf61e154c3fe3fca428ad6bc3818b27a3b8291 (git clone https://github.com/karpathy/nanoGPT && git -C nanoGPT checkout 3adf61e154c3fe3fca428ad6bc3818b27a3b8291)" >&2; exit 2; }
-	@test -x $(HF_VENV)/bin/python || { echo "bench-lm-reference: no reference venv at $(HF_VENV): run make hf-reference, or give HF_VENV=PATH" >&2; exit 2; }
+	$(CHECK_NANOGPT)
+	$(CHECK_HF_VENV)
 	mkdir -p $(BENCH_DIR)
 	$(PY) bench/lm_reference.py --nanogpt-dir $(NANOGPT_DIR) --hf-venv $(HF_VENV) --workdir $(BENCH_DIR)/lm-reference $(BENCH_ARGS) --markdown $(BENCH_DIR)/lm-reference.md --json $(BENCH_DIR)/lm-reference.json
 
