@@ -130,9 +130,9 @@ bench-tf29:
 # tfnorm against the reference libraries, in the reference venv
 # (`make hf-reference` builds $(HF_VENV); HF_VENV=PATH names another):
 # bench-hf loads a GPT-2-small checkpoint (float32, bfloat16) and generates
-# from it with tfnorm and with transformers (about 15 minutes); bench-lm-reference
+# from it with tfnorm and with transformers (about 15-20 minutes); bench-lm-reference
 # trains with `tfnorm train --task lm` and with nanoGPT, one core each (about
-# 45 minutes), from a nanoGPT checkout at the pinned commit: NANOGPT_DIR=PATH
+# 30-45 minutes), from a nanoGPT checkout at the pinned commit: NANOGPT_DIR=PATH
 # (git clone https://github.com/karpathy/nanoGPT && git -C nanoGPT checkout
 # 3adf61e154c3fe3fca428ad6bc3818b27a3b8291). The venv is checked, not built
 # here: building it downloads PyTorch.

@@ -262,9 +262,10 @@ def main(argv=None):
             "| ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
             *map(row, results),
             "",
-            "Over the repeats: median ratio (min-max); targets: loss within "
-            "±3% (0.970-1.030), step time at most 0.9; the last column is each "
-            "later repeat's tfnorm ms/step ÷ the first's (target within ±15%):",
+            "Over the repeats: median ratio (min-max); targets: the gpt2 "
+            "preset's loss within ±3% (0.970-1.030), both presets' step time at "
+            "most 0.9; the last column is each later repeat's tfnorm ms/step ÷ "
+            "the first's (target within ±15%):",
             "",
             "| preset | mode | val loss tfnorm ÷ nanoGPT | step time tfnorm ÷ "
             "nanoGPT | tfnorm ms/step, repeat ÷ first |",
