@@ -69,6 +69,22 @@ from bench import lm_recipe  # noqa: E402
 from bench.lm_pair import run_pair  # noqa: E402
 from bench.machine import Run  # noqa: E402
 
+#: The file that marks a directory as this bench's workdir (emptied at the start).
+MARKER = ".tfnorm-lm-reference"
+
+
+def workdir_problem(workdir):
+    """Why `workdir` may not be emptied for this run (it holds other
+    files), or None."""
+    if not os.path.isdir(workdir) or not os.listdir(workdir):
+        return None
+    if os.path.exists(os.path.join(workdir, MARKER)):
+        return None  # an earlier run's
+    return (
+        f"--workdir {workdir} holds files of something else: the bench empties "
+        f"its workdir first, so give a new or empty one. Received: workdir={workdir}"
+    )
+
 
 def setup_error(args):
     """Why this run cannot start (one line), or None."""
@@ -94,6 +110,8 @@ def setup_error(args):
             "builds .venv-hf (or pass --hf-venv PATH). Received: "
             f"hf_venv={args.hf_venv}"
         )
+    if workdir_problem(args.workdir):
+        return workdir_problem(args.workdir)
     if shutil.which("taskset") is None:
         return "taskset (util-linux) is needed to pin each trainer to one core"
     allowed = os.sched_getaffinity(0)
@@ -232,6 +250,8 @@ def main(argv=None):
     print(run.header(), flush=True)
     if os.path.isdir(args.workdir):
         shutil.rmtree(args.workdir)
+    os.makedirs(args.workdir)
+    open(os.path.join(args.workdir, MARKER), "w").close()
     data = lm_recipe.prepare_data(args.workdir)
     torch_version = subprocess.run(
         [os.path.join(args.hf_venv, "bin", "python"), "-c",

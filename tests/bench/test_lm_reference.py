@@ -125,6 +125,15 @@ def test_missing_nanogpt_dir_is_one_line_and_status_2(capsys):
     assert lm_recipe.NANOGPT_COMMIT in err
 
 
+def test_a_workdir_of_other_files_is_not_emptied(tmp_path):
+    assert lm_reference.workdir_problem(str(tmp_path)) is None  # empty
+    (tmp_path / "notes.txt").write_text("mine")
+    problem = lm_reference.workdir_problem(str(tmp_path))
+    assert "holds files of something else" in problem
+    (tmp_path / lm_reference.MARKER).write_text("")
+    assert lm_reference.workdir_problem(str(tmp_path)) is None
+
+
 def test_step_time_is_the_median_over_windows_after_the_skipped_steps():
     # 10 ms a step, but the first 20 steps slow and one window of 10 at 50 ms.
     times, now = [], 0.0
