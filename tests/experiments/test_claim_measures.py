@@ -113,6 +113,8 @@ def _run(variant, seed, nonfinite, layer, gap_loss):
         "nonfinite_loss_steps": nonfinite,
         "skipped_steps": [1, 2],
         "nonfinite_gradient_steps": [1, 2, 3],
+        # A weight went non-finite at step 3 and stayed so.
+        "nonfinite_weight_steps": [3, 4] if seed == 0 else [],
         "first_broken_norm": layer,
         "first_broken_norm_at_overflow": "encoder/block_0/attention_norm"
         if layer
@@ -135,6 +137,7 @@ def test_the_controls_table_sums_over_seeds():
     assert summary["nonfinite_loss_steps_total"] == 3
     assert summary["skipped_steps_total"] == 6
     assert summary["applied_nonfinite_gradient_steps_total"] == 3
+    assert summary["nonfinite_weight_steps_total"] == 2
     assert summary["first_broken_norms"] == [
         "encoder/block_2/ffn_norm",
         "encoder/block_3/ffn_norm",
@@ -153,7 +156,7 @@ def test_the_controls_table_sums_over_seeds():
     table = claim_measures.controls_table([row]).splitlines()
     assert len(table) == 3
     assert (
-        "| 2/3 | 4 | 3 | 6 | 3 | encoder/block_2/ffn_norm, encoder/block_3/ffn_norm "
+        "| 2/3 | 4 | 3 | 6 | 3 | 2 | encoder/block_2/ffn_norm, encoder/block_3/ffn_norm "
         "| encoder/block_0/attention_norm |" in table[2]
     )
 
