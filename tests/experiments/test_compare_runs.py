@@ -102,9 +102,7 @@ def test_the_trainer_builds_the_claims_settings_into_the_model():
     from tfnorm.experiments import controls
     from tfnorm.experiments.compare_runs import PositionTrainer
 
-    config = _config(
-        num_layers=4, epsilon=1e-7, deep_epsilon=1e-5, position_offset=3.0
-    )
+    config = _config(num_layers=4, epsilon=1e-7, deep_epsilon=1e-5, position_offset=3.0)
     trainer = PositionTrainer("pre", config, 5)
     epsilons = {name: layer.epsilon for name, layer in find_norm_layers(trainer.model)}
     assert len(epsilons) == 9  # two per block and the final norm
