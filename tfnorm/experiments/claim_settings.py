@@ -164,7 +164,10 @@ def _check_deep_epsilon(values):
         try:
             norm_from_spec(values["norm"], "deep_epsilon", epsilon=deep)
         except ValueError as error:
-            raise ConfigError("deep_epsilon", str(error)) from None
+            # The norm's own range, said of this setting.
+            message = str(error).replace("`epsilon`", "`deep_epsilon`")
+            message = message.replace("Received: epsilon=", "Received: deep_epsilon=")
+            raise ConfigError("deep_epsilon", message) from None
 
 
 def _check_batch_norm(values):
