@@ -12,6 +12,7 @@ from tfnorm.experiments.batch_gradients import (
     GradientVariance,
     block_gradient_variance,
     gradient_variance_summary,
+    gradient_variance_table,
 )
 
 
@@ -143,12 +144,16 @@ def test_the_summary_averages_blocks_then_seeds():
     assert summary["gradient_variance_at_loss_mean"] == pytest.approx(0.5)
     assert summary["gradient_noise_ratio_at_loss_mean"] == pytest.approx(0.5)
     assert gradient_variance_summary([{"losses": []}]) == {}
+    row = {"variant": "pre-LN, warm-up 60", "seeds": 2, **summary}
+    table = gradient_variance_table([row]).splitlines()
+    assert table[2] == "| pre-LN, warm-up 60 | 3 | 1.25 | 1/2 | 0.5 | 0.5 |"
+    assert gradient_variance_table([{"variant": "pre-LN", "seeds": 2}]) == ""
 
 
 @pytest.mark.slow
 def test_the_gradient_variance_row_command_writes_its_figures(tmp_path):
-    # docs/claims.md, second round, row 1 at a tiny size: both placements
-    # with the same warm-up, measured at initialisation and at a loss.
+    # docs/claims.md, second round, row 1 at a tiny size (one placement of
+    # the row's two): measured at initialisation and at a loss.
     import json
 
     from tfnorm.cli.main import main
@@ -157,7 +162,7 @@ def test_the_gradient_variance_row_command_writes_its_figures(tmp_path):
     flags = ["--num-layers", "2", "--d-model", "8", "--num-heads", "2", "--dff", "16"]
     flags += ["--steps", "6", "--eval-every", "2", "--eval-size", "16"]
     flags += ["--histogram-every", "0", "--no-jit", "--seeds", "0"]
-    flags += ["--variants", "post:1", "pre:1", "--gradient-variance-batches", "4"]
+    flags += ["--variants", "post:1", "--gradient-variance-batches", "4"]
     flags += ["--gradient-variance-loss", "100"]
     assert main(["compare", "--output-dir", output_dir, *flags]) == 0
     with open(f"{output_dir}/results.json") as handle:
@@ -169,3 +174,5 @@ def test_the_gradient_variance_row_command_writes_its_figures(tmp_path):
     assert all(
         row["seeds_reaching_gradient_variance_loss"] == 1 for row in result["table"]
     )
+    with open(f"{output_dir}/results.md") as handle:
+        assert "Batch-to-batch gradient variance per block" in handle.read()

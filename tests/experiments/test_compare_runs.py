@@ -102,12 +102,12 @@ def test_the_trainer_builds_the_claims_settings_into_the_model():
     from tfnorm.experiments import controls
     from tfnorm.experiments.compare_runs import PositionTrainer
 
-    config = _config(num_layers=4, epsilon=1e-7, deep_epsilon=1e-5, position_offset=3.0)
+    config = _config(num_layers=2, epsilon=1e-7, deep_epsilon=1e-5, position_offset=3.0)
     trainer = PositionTrainer("pre", config, 5)
     epsilons = {name: layer.epsilon for name, layer in find_norm_layers(trainer.model)}
-    assert len(epsilons) == 9  # two per block and the final norm
+    assert len(epsilons) == 5  # two per block and the final norm
     for name, epsilon in epsilons.items():
-        deep = name.startswith(("encoder/block_2", "encoder/block_3", "encoder/final"))
+        deep = name.startswith(("encoder/block_1", "encoder/final"))
         assert epsilon == (1e-5 if deep else 1e-7), name
     layers = [layer.name for layer in trainer.model.layers]
     assert "position_offset" in layers

@@ -231,3 +231,34 @@ def _ratio(runs, when):
         noise = float(np.mean(run[f"gradient_variance_{when}"]))
         ratios.append(noise / signal if signal > 0 else math.inf)
     return float(np.mean(ratios)) if ratios else None
+
+
+def gradient_variance_table(rows):
+    """The Markdown table of `gradient_variance_summary`'s columns of
+    `rows` (one per variant), or "" when the variance was not measured."""
+    if not rows or "gradient_variance_init_mean" not in rows[0]:
+        return ""
+    columns = [
+        "variant",
+        "variance at initialisation (mean over blocks and seeds)",
+        "variance / mean square at initialisation",
+        "seeds reaching the loss",
+        "variance at the loss",
+        "variance / mean square at the loss",
+    ]
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    for row in rows:
+        cells = [
+            row["variant"],
+            _number(row["gradient_variance_init_mean"]),
+            _number(row["gradient_noise_ratio_init_mean"]),
+            f"{row['seeds_reaching_gradient_variance_loss']}/{row['seeds']}",
+            _number(row["gradient_variance_at_loss_mean"]),
+            _number(row["gradient_noise_ratio_at_loss_mean"]),
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _number(value):
+    return "-" if value is None else f"{value:.3g}"

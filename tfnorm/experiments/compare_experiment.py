@@ -45,7 +45,10 @@ from tfnorm import _keras
 from tfnorm._checks import is_int, is_real
 from tfnorm.choices import NORM_POSITIONS, NORMS
 from tfnorm.experiments import compare_lm_report as lm_report
-from tfnorm.experiments.batch_gradients import gradient_variance_summary
+from tfnorm.experiments.batch_gradients import (
+    gradient_variance_summary,
+    gradient_variance_table,
+)
 from tfnorm.experiments.claim_measures import (
     control_summary,
     controls_table,
@@ -342,6 +345,9 @@ def _write_results(output_dir, logdir, cfg, task, rows, runs):
             f.write(per_seed_table(runs, task.target_accuracy))
         f.write("\nNaN/Inf and the norms' train/inference gap:\n\n")
         f.write(controls_table(rows))
+        if gradient_variance_table(rows):
+            f.write("\nBatch-to-batch gradient variance per block, fixed weights:\n\n")
+            f.write(gradient_variance_table(rows))
     with open(paths["csv"], "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
         writer.writeheader()
