@@ -291,3 +291,20 @@ def test_the_batch_norm_padding_row_command_counts_the_padding(tmp_path):
     assert result["config"]["batchnorm_momentum"] == 0.9
     (row,) = result["table"]
     assert row["train_inference_gap_mean"] is not None
+
+
+def test_weights_finite_passes_over_integer_state():
+    class Counter(keras.layers.Layer):
+        def build(self, input_shape):
+            self.count = self.add_weight(
+                name="count", shape=(), dtype="int32", initializer="zeros",
+                trainable=False,
+            )  # fmt: skip
+
+        def call(self, inputs):
+            return inputs
+
+    inputs = keras.Input((2,))
+    model = keras.Model(inputs, keras.layers.Dense(1)(Counter()(inputs)))
+    assert any(not tf.as_dtype(w.dtype).is_floating for w in model.weights)
+    assert bool(claim_measures.weights_finite(model))

@@ -115,8 +115,10 @@ def _plain(value):
 def weights_finite(model):
     """Whether every weight of `model` (trainable or not) is finite, as a
     boolean scalar tensor (inside a step: read after its update)."""
+    # Integer state (a seed generator's) is always finite.
+    floats = [w for w in model.weights if tf.as_dtype(w.dtype).is_floating]
     return tf.reduce_all(
-        tf.stack([tf.reduce_all(tf.math.is_finite(w)) for w in model.weights])
+        tf.stack([tf.reduce_all(tf.math.is_finite(w)) for w in floats])
     )
 
 
