@@ -25,6 +25,7 @@ from tfnorm.choices import (
     TEXT_UNITS,
     norms_help,
 )
+from tfnorm.experiments import claim_settings as claims
 from tfnorm.experiments import compare_readers as readers
 from tfnorm.training.config.declared import DeclaredSettings
 from tfnorm.training.config.settings import (
@@ -164,6 +165,11 @@ class CompareConfig(DeclaredSettings):
         "offset LayerNorm's mean-centring removes and RMSNorm keeps",
         number(-1e4, 1e4),
     )
+    embedding_std: float | None = claims.EMBEDDING_STD
+    position_offset: float | None = claims.POSITION_OFFSET
+    deep_epsilon: float | None = claims.DEEP_EPSILON
+    batchnorm_padding: str | None = claims.BATCHNORM_PADDING_SETTING
+    batchnorm_momentum: float | None = claims.BATCHNORM_MOMENTUM
     variable_length: bool = setting(
         False,
         TASK,
@@ -234,6 +240,8 @@ class CompareConfig(DeclaredSettings):
         "steps (0: none)",
         NON_NEGATIVE,
     )
+    gradient_variance_batches: int | None = claims.GRADIENT_VARIANCE_BATCHES
+    gradient_variance_loss: float | None = claims.GRADIENT_VARIANCE_LOSS
     depths: tuple | None = setting(
         None,
         SWEEP,
@@ -299,13 +307,6 @@ class CompareConfig(DeclaredSettings):
         readers.check_controls(values)
         if sizes == "lm":
             _finish_lm(values)
-            if values["input_offset"]:
-                raise ConfigError(
-                    "input_offset",
-                    "`input_offset` is added to the encoder tasks' embeddings "
-                    f"(reverse, mlm) only. Received: input_offset="
-                    f"{values['input_offset']!r} with task='lm'",
-                )
         elif values["norms"] is not None:
             raise ConfigError(
                 "norms",
@@ -314,6 +315,7 @@ class CompareConfig(DeclaredSettings):
                 f"task={values['task']!r}",
             )
         _finish_epsilon(values)
+        claims.check_claim_settings(values)
         if values["warmup_steps"] is None:
             values["warmup_steps"] = max(
                 1, int(DEFAULT_WARMUP_FRACTION * values["steps"])
