@@ -206,7 +206,8 @@ class TrainConfig(DeclaredSettings):
         None, MODEL, "a Hugging Face checkpoint directory (Llama, Mistral, Qwen2, "
         "GPT-2) or a tfnorm language-model run to start from, with its "
         "tokenizer; its config sets the model "
-        f"({setting_key('norm')} may replace its norms)", hf_checkpoint,
+        f"({setting_key('norm')} may replace its norms; {setting_key('dropout_rate')} "
+        "replaces its dropout)", hf_checkpoint,
         optional=True, metavar="DIR", resume=FIXED, scope=LANGUAGE_MODEL,
     )  # fmt: skip
     norm_position: str = setting(
