@@ -168,16 +168,21 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(
         assert os.listdir(tmp_path / "out") in ([], ["keep.txt"])
 
 
-def test_a_layout_without_a_hugging_face_counterpart_is_refused_naming_it(
-    run_dir, tmp_path, capsys
-):
-    directory = os.path.dirname(run_dir)
-    dyt = _train(
-        tmp_path, "dyt", data=os.path.join(directory, "corpus.txt"), norm="dyt"
+def test_gpt2_with_rms_norms_trains_but_has_no_checkpoint_layout(tmp_path, capsys):
+    # The seeds' question: GPT-2 with RMSNorms. It fine-tunes (the log says
+    # what the swap did) and exports as a tfnorm run, but Hugging Face has
+    # no such layout (GPT-2 has no RMSNorm, Llama no learned positions).
+    logdir = _gpt2_run(tmp_path, "--norm", "rms")
+    assert "norms are RMSNorms now" in capsys.readouterr().out
+    from tfnorm.inference.prediction import find_model
+
+    assert os.path.exists(find_model(logdir))
+    status, printed, err = tfnorm(
+        ["export", logdir, str(tmp_path / "a" / "hf")], capsys
     )
-    status, printed, err = tfnorm(["export", dyt, str(tmp_path / "a" / "hf")], capsys)
     assert status == 2 and err.count("\n") == 1, err
-    assert "cannot be written: decoder_to_hf:" in err and "norm=" in err, err
+    assert "cannot be written: decoder_to_hf: Llama has no counterpart" in err, err
+    assert "Received: position_embedding='learned'" in err, err
     assert not (tmp_path / "a").exists()
     assert [n for n in os.listdir(tmp_path) if n.startswith(".export")] == []
 
