@@ -2,7 +2,8 @@
 
 Each fenced block whose info string starts with `python` (or `py`,
 `python3`) runs in a fresh Python process of the current runtime, in an
-empty temporary directory, and must exit 0. Blocks in other languages
+empty temporary directory (holding a copy of `tests/data/` when the block
+names it, as the repository's root would), and must exit 0. Blocks in other languages
 (`sh`, `bash`, `yaml`, ...) are not executed.
 
 A Python block that must not run here (it needs a GPU, a Docker engine, a
@@ -19,6 +20,7 @@ from __future__ import annotations
 import glob
 import os
 import re
+import shutil
 
 import pytest
 
@@ -145,6 +147,12 @@ def test_code_blocks_parser_honours_both_markers():
     ids=lambda block: f"{block['page']}:{block['line']}",
 )
 def test_readme_python_block_runs(block, tmp_path):
+    if "tests/data/" in block["code"]:
+        # A block reading the repository's test data (the tiny checkpoints)
+        # runs as from the repository's root: its copy is beside it.
+        shutil.copytree(
+            os.path.join(REPO, "tests", "data"), tmp_path / "tests" / "data"
+        )
     try:
         run_python(block["code"], cwd=str(tmp_path))
     except AssertionError as error:

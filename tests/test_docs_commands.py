@@ -78,6 +78,9 @@ def readme_blocks():
 
 #: The README's language-model block: its corpus is made first, by Python.
 LANGUAGE_MODEL = "--task lm"
+#: The checkpoint blocks (README, docs/checkpoints.md): run whole, see
+#: `test_checkpoint_blocks_run_as_written`.
+INIT_FROM = "--init-from"
 # Where the README states what each example reaches: the sentence naming
 # the example's data, then its figure.
 STATED = {
@@ -202,7 +205,11 @@ STATED_BITS = (
 def language_model_lines():
     """The lines of the README's language-model block, continuations joined
     (the training page shows the same block)."""
-    blocks = [b for b in readme_blocks() if LANGUAGE_MODEL in b["code"]]
+    blocks = [
+        b
+        for b in readme_blocks()
+        if LANGUAGE_MODEL in b["code"] and INIT_FROM not in b["code"]
+    ]
     assert len({b["code"] for b in blocks}) == 1, [b["page"] for b in blocks]
     block = blocks[0]
     lines = [
@@ -255,3 +262,58 @@ def test_readme_language_model_lines_run_as_written_and_beat_the_unigram_baselin
     # The generated text follows the run's closing line (it may hold newlines).
     generated = result.stdout.split("summary.json\n", 1)[1]
     assert generated.startswith(prompt) and len(generated) > len(prompt) + 1
+
+
+def checkpoint_blocks():
+    """{code: page} of the shell blocks that fine-tune a checkpoint
+    (`--init-from`), each once (the README repeats docs/checkpoints.md's)."""
+    found = {}
+    for page in (README, os.path.join(REPO, "docs", "checkpoints.md")):
+        with open(page, encoding="utf-8") as handle:
+            for block in code_blocks(handle.read()):
+                if block["language"] in SHELL_LANGUAGES and INIT_FROM in block["code"]:
+                    found.setdefault(block["code"], os.path.relpath(page, REPO))
+    return found
+
+
+@pytest.mark.slow  # two fine-tunes of 20 steps and an export: ~50 s on 2 cores
+@pytest.mark.skipif(
+    shutil.which("tfnorm", path=BIN) is None,
+    reason="this runtime has no tfnorm console script beside its python",
+)
+def test_checkpoint_blocks_run_as_written(tmp_path):
+    blocks = checkpoint_blocks()
+    assert blocks
+    env = dict(os.environ)
+    env["PATH"] = BIN + os.pathsep + env.get("PATH", "")
+    env["PYTHONPATH"] = REPO + os.pathsep + env.get("PYTHONPATH", "")
+    for index, (code, page) in enumerate(blocks.items()):
+        # Run from a copy of what the block reads of the repository's root.
+        root = tmp_path / f"block{index}"
+        shutil.copytree(os.path.join(REPO, "examples"), root / "examples")
+        hf = os.path.join("tests", "data", "hf")
+        shutil.copytree(os.path.join(REPO, hf), root / hf)
+        result = subprocess.run(
+            ["bash", "-c", "set -e\n" + code],
+            cwd=str(root),
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+        assert result.returncode == 0, (
+            page,
+            result.stdout[-3000:],
+            result.stderr[-3000:],
+        )
+        lines = [" ".join(c.split()) for c in code.replace("\\\n", " ").split("\n")]
+        for line in lines:
+            words = shlex.split(line.split("#")[0])
+            if words[:2] == ["tfnorm", "train"]:
+                logdir = root / words[words.index("--logdir") + 1]
+                summary = json.loads((logdir / "summary.json").read_text())
+                assert summary["status"] == "completed", (page, summary)
+            if words[:2] == ["tfnorm", "export"]:
+                assert (root / words[3] / "config.json").is_file(), page
+        if "--norm rms" in code:
+            assert "norms are RMSNorms now" in result.stdout, page

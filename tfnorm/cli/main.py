@@ -28,6 +28,7 @@ SUBCOMMANDS = (
     "tfnorm.cli.train",
     "tfnorm.cli.predict",
     "tfnorm.cli.generate",
+    "tfnorm.cli.export",
     "tfnorm.cli.compare",
 )
 

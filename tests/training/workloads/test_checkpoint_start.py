@@ -224,3 +224,38 @@ def test_bad_tokenizer_is_one_line_exit_2_and_writes_nothing(
     test_bad_init_from_is_one_line_exit_2_and_writes_nothing(
         tmp_path, capsys, arguments, expected
     )
+
+
+class _Log:
+    def __init__(self):
+        self.lines = []
+
+    def line(self, text):
+        self.lines.append(text)
+
+
+def _dropout_rates(model):
+    block = model.blocks[0]
+    return (
+        model.get_layer("embedding_dropout").rate,
+        block.dropout_rate,
+        block.attention_dropout_layer.rate,
+    )
+
+
+def test_the_runs_dropout_rate_replaces_the_checkpoints(tmp_path):
+    from tfnorm.training.config.train_config import TrainConfig
+    from tfnorm.training.workloads import checkpoint_start
+
+    settings = dict(task="lm", data=_text(tmp_path), max_len=16)
+    config = TrainConfig(**settings, init_from=fixture("gpt2"), dropout_rate=0.3)
+    config = config.resolve()
+    # The checkpoint says 0.1 (resid_pdrop, attn_pdrop); the run says 0.3,
+    # and its recipe (what `tfnorm generate` and a resume rebuild) too.
+    model = checkpoint_start.starting_model(config, _Log())
+    assert _dropout_rates(model) == pytest.approx((0.3, 0.3, 0.3))
+    assert checkpoint_start.start_arguments(config)["dropout_rate"] == 0.3
+    # A tfnorm run as the start: its recipe's rate is replaced the same way.
+    run = TrainConfig(**settings, init_from=_a_run(tmp_path), dropout_rate=0.0)
+    arguments = checkpoint_start.start_arguments(run.resolve())
+    assert arguments["dropout_rate"] == 0.0 and "attention_dropout" not in arguments

@@ -212,21 +212,26 @@ def _copy_in(model, reader, family, source):
             )
 
 
-def hf_decoder_arguments(path, *, max_len=None, norm=None):
+def hf_decoder_arguments(path, *, max_len=None, norm=None, dropout_rate=None):
     """`(arguments, max_len)`: the `build_decoder` keyword arguments of the
     checkpoint in `path` (JSON-ready; `max_len` is the position table's
     length) and the context the model takes. `norm` (a `get_norm` name)
-    replaces the family's norm; see `decoder_from_hf`."""
+    replaces the family's norm, `dropout_rate` its dropout; see
+    `decoder_from_hf`."""
     config = HFConfig.read(os.fspath(path))
     _, options = _options(config, max_len)
     max_len = options.pop("max_len")
     table = options.pop("position_table", max_len)
     if norm is not None:
         options["norm"] = norm
+    if dropout_rate is not None:
+        # Every dropout layer at that rate, as `build_decoder` does with
+        # `dropout_rate` alone (the attention's too).
+        options.update(dropout_rate=dropout_rate, attention_dropout=None)
     return {**options, "max_len": table}, max_len
 
 
-def decoder_from_hf(path, *, max_len=None, dtype=None, norm=None):
+def decoder_from_hf(path, *, max_len=None, dtype=None, norm=None, dropout_rate=None):
     """A Hugging Face causal LM checkpoint as a tfnorm decoder, weights and all.
 
     Reads `config.json` and the safetensors weights (one file or shards;
@@ -268,6 +273,11 @@ def decoder_from_hf(path, *, max_len=None, dtype=None, norm=None):
             norm's scale is copied; a bias the new norm has no place for is
             left out (so outputs change: this starts a fine-tune, it is not
             a conversion). Defaults to None, the checkpoint's norms.
+        dropout_rate: None or a float in [0, 1), the rate of every dropout
+            layer (embeddings, attention, residual branches) instead of the
+            checkpoint's (GPT-2's `resid_pdrop`/`attn_pdrop`, Llama's
+            `attention_dropout`); it acts in training only. Defaults to
+            None, the checkpoint's.
 
     Returns:
         A `tfnorm.models.DecoderModel`.
@@ -283,7 +293,9 @@ def decoder_from_hf(path, *, max_len=None, dtype=None, norm=None):
     """
     path = os.fspath(path)
     family = _options(HFConfig.read(path), max_len)[0]
-    options, max_len = hf_decoder_arguments(path, max_len=max_len, norm=norm)
+    options, max_len = hf_decoder_arguments(
+        path, max_len=max_len, norm=norm, dropout_rate=dropout_rate
+    )
     reader = SafetensorsReader(path)
     model = _build(options, max_len, dtype)
     with reader:

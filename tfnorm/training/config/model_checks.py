@@ -124,16 +124,29 @@ def _check_norm_config(norm, layer, values):
 
 #: The model settings a checkpoint's config.json sets (`init_from`).
 CHECKPOINT_SHAPED = ("num_layers", "d_model", "num_heads", "dff", "preset")
+#: The other model settings the checkpoint fixes: its feed-forward network,
+#: biases and norm epsilon are in its weights and config.json, and its
+#: weights replace any initialisation. (`dropout_rate` is not among them:
+#: it applies to the checkpoint's model as to any other.)
+CHECKPOINT_FIXED = (
+    "norm_position",
+    "tokenizer",
+    "feed_forward",
+    "bias",
+    "init_std",
+    "epsilon",
+)
 
 
 def check_init_from(values, config_class):
     """With `init_from`, the checkpoint's config.json sets the model: a model
     setting given too is refused, not silently ignored (`norm` may replace
-    the checkpoint's norms; `max_len` is the context trained on)."""
+    the checkpoint's norms; `max_len` is the context trained on;
+    `dropout_rate` replaces the checkpoint's dropout)."""
     if values.get("init_from") is None:
         return
     defaults = {field.name: field.default for field in dataclasses.fields(config_class)}
-    for key in CHECKPOINT_SHAPED + ("norm_position", "tokenizer"):
+    for key in CHECKPOINT_SHAPED + CHECKPOINT_FIXED:
         if values[key] != defaults[key]:
             raise ConfigError(
                 key,

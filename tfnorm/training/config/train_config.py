@@ -203,10 +203,9 @@ class TrainConfig(DeclaredSettings):
         resume=FIXED, scope=LANGUAGE_MODEL,
     )  # fmt: skip
     init_from: str | None = setting(
-        None, MODEL, "a Hugging Face checkpoint directory (Llama, Mistral, Qwen2, "
-        "GPT-2) or a tfnorm language-model run to start from, with its "
-        "tokenizer; its config sets the model "
-        f"({setting_key('norm')} may replace its norms)", hf_checkpoint,
+        None, MODEL, "a Hugging Face checkpoint directory (Llama, Mistral, Qwen2, GPT-2) or a tfnorm "
+        "language-model run to start from, with its tokenizer; its config sets the model ("
+        f"{setting_key('norm')} may replace its norms, {setting_key('dropout_rate')} its dropout)", hf_checkpoint,
         optional=True, metavar="DIR", resume=FIXED, scope=LANGUAGE_MODEL,
     )  # fmt: skip
     norm_position: str = setting(

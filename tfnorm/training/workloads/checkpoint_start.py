@@ -37,13 +37,19 @@ def _run_recipe(config):
 
 
 def start_arguments(config):
-    """`build_decoder`'s arguments of the model `init_from` names."""
+    """`build_decoder`'s arguments of the model `init_from` names, with the
+    run's `dropout_rate` (a training setting, not the checkpoint's)."""
     if is_run_directory(config.init_from):
-        return dict(_run_recipe(config)["build_decoder"])
+        arguments = dict(_run_recipe(config)["build_decoder"])
+        arguments.pop("attention_dropout", None)
+        return {**arguments, "dropout_rate": config.dropout_rate}
     from tfnorm.models.decoder.hf import hf_decoder_arguments
 
     return hf_decoder_arguments(
-        config.init_from, max_len=config.max_len, norm=config.norm
+        config.init_from,
+        max_len=config.max_len,
+        norm=config.norm,
+        dropout_rate=config.dropout_rate,
     )[0]
 
 
@@ -110,7 +116,12 @@ def starting_model(config, log):
 
     if is_run_directory(config.init_from):
         return _run_model(config, log)
-    model = decoder_from_hf(config.init_from, max_len=config.max_len, norm=config.norm)
+    model = decoder_from_hf(
+        config.init_from,
+        max_len=config.max_len,
+        norm=config.norm,
+        dropout_rate=config.dropout_rate,
+    )
     if config.norm is not None:
         norm = type(model.blocks[0].attention_norm).__name__
         log.line(
