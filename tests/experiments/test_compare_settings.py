@@ -7,7 +7,7 @@ import pytest
 from tfnorm.cli.main import main
 from tfnorm.experiments.compare_experiment import variants
 from tfnorm.experiments.compare_settings import CompareConfig
-from tfnorm.training.config.settings import ConfigError
+from tfnorm.settings.config_error import ConfigError
 
 
 def test_the_controls_default_to_the_plain_experiment():

@@ -2,7 +2,7 @@
 
 A settings dataclass (`tfnorm.experiments.compare_settings.CompareConfig`;
 `tfnorm.training.config.train_config.TrainConfig` is declared the same way) declares each
-field with `tfnorm.training.config.settings.setting(...)`. `add_setting_flags`
+field with `tfnorm.settings.setting.setting(...)`. `add_setting_flags`
 turns the declarations into argparse flags that keep the raw strings
 (`argument_default=SUPPRESS`: a flag not given is absent), so the values are
 read and checked by the setting's own reader, the same code that checks a
@@ -18,7 +18,7 @@ import dataclasses
 import sys
 
 from tfnorm._errors import KeyedMessage, named_settings
-from tfnorm.training.config.settings import setting_of
+from tfnorm.settings.setting import setting_of
 
 
 def flag_name(key):

@@ -1,6 +1,6 @@
 """`CompareConfig`: every setting of the `tfnorm compare` experiment, declared once.
 
-Each field carries a `tfnorm.training.config.settings.Setting` (help, group, how a
+Each field carries a `tfnorm.settings.setting.Setting` (help, group, how a
 value is read and checked), the same declarations `tfnorm train`'s
 `TrainConfig` uses: `tfnorm compare`'s flags are generated from them
 (`tfnorm.cli.flags`), and a flag's string and a notebook's Python value go
@@ -26,15 +26,10 @@ from tfnorm.choices import (
     norms_help,
 )
 from tfnorm.experiments import compare_readers as readers
-from tfnorm.training.config.declared import DeclaredSettings
-from tfnorm.training.config.settings import (
-    ConfigError,
-    boolean,
-    choice,
-    integer,
-    number,
-    setting,
-)
+from tfnorm.settings.config_error import ConfigError
+from tfnorm.settings.declared import DeclaredSettings
+from tfnorm.settings.readers import boolean, choice, integer, number
+from tfnorm.settings.setting import setting
 
 TASK = "task"
 MODEL = "model"

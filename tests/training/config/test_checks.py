@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tfnorm.training.config.settings import ConfigError
+from tfnorm.settings.config_error import ConfigError
 from tfnorm.training.config.train_config import TrainConfig
 
 

@@ -6,8 +6,8 @@ import dataclasses
 
 import pytest
 
-from tfnorm.training.config.config_file import load_config_file
-from tfnorm.training.config.settings import (
+from tfnorm.settings.config_error import ConfigError
+from tfnorm.settings.setting import (
     ANY_MODEL,
     CLASSIFIER,
     FIXED,
@@ -15,9 +15,9 @@ from tfnorm.training.config.settings import (
     LANGUAGE_MODEL,
     LOGGED,
     MODEL_FN_ONLY,
-    ConfigError,
     setting_of,
 )
+from tfnorm.training.config.config_file import load_config_file
 from tfnorm.training.config.train_config import TrainConfig
 
 KEYS = {field.name for field in dataclasses.fields(TrainConfig)}

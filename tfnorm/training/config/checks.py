@@ -1,6 +1,7 @@
 """The checks of `TrainConfig.resolve` that involve several settings.
 
-Each setting reads and checks its own value (`tfnorm.training.config.settings`);
+Each setting reads and checks its own value (`tfnorm.settings.readers`,
+`tfnorm.training.config.readers`);
 these are the rules no single value decides: exactly one data
 source, a validation split only of a file, the synthetic tasks' needs, a
 model and a step that fit in memory, a norm spec with its epsilon, and a log
@@ -19,16 +20,12 @@ import sys
 from tfnorm._checks import check_heads
 from tfnorm._errors import setting_key
 from tfnorm.choices import DECODER_PRESET_NORMS, LANGUAGE_MODEL_TASK, SYNTHETIC_TASKS
+from tfnorm.settings.config_error import ConfigError
+from tfnorm.settings.setting import CLASSIFIER, LANGUAGE_MODEL, setting_of
 from tfnorm.training.config.model_checks import (
     SYNTHETIC_VOCAB,
     check_model_size,
     check_norm,
-)
-from tfnorm.training.config.settings import (
-    CLASSIFIER,
-    LANGUAGE_MODEL,
-    ConfigError,
-    setting_of,
 )
 
 #: Settings of tfnorm's classifier that a language model has no use for.

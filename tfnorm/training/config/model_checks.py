@@ -12,7 +12,7 @@ import dataclasses
 
 from tfnorm._errors import setting_key
 from tfnorm.choices import LANGUAGE_MODEL_TASK
-from tfnorm.training.config.settings import ConfigError
+from tfnorm.settings.config_error import ConfigError
 
 # The synthetic tasks' smallest default vocabulary (`make_synthetic`), and
 # the vocabulary limit of data files.

@@ -12,7 +12,7 @@ import os
 
 from tfnorm._errors import setting_key
 from tfnorm.limits import MODEL_SIZE_LIMITS
-from tfnorm.training.config.settings import integer
+from tfnorm.settings.readers import integer
 
 # The shortest sequence: the synthetic tasks compare two tokens, and a text
 # model seeing one token could learn no relation between words.

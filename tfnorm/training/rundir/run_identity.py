@@ -13,8 +13,8 @@ import os
 
 from tfnorm._errors import setting_key
 from tfnorm._safe_io import atomic_write_json, refuse_links
+from tfnorm.settings.config_error import ConfigError
 from tfnorm.training.config.model_checks import FILE_VOCAB
-from tfnorm.training.config.settings import ConfigError
 from tfnorm.training.config.train_config import (
     CHANGEABLE_KEYS,
     CLASSIFIER_KEYS,
