@@ -389,5 +389,5 @@ def _check_epsilon(norm, epsilon):
 
     try:
         norm_from_spec(norm, "norm", epsilon=epsilon)
-    except ValueError as error:
-        raise ConfigError("epsilon", str(error)) from None
+    except ValueError as error:  # a `NormSpecError`, naming the one at fault
+        raise ConfigError(error.argument, str(error)) from None

@@ -22,11 +22,6 @@ from tfnorm.settings.config_error import ConfigError
 FIXED = "fixed"
 LOGGED = "logged when changed"
 FREE = "free"
-# The models a setting applies to (`Setting.scope`).
-ANY_MODEL = "any model"
-CLASSIFIER = "tfnorm's classifier"
-MODEL_FN_ONLY = "a model_fn model"
-LANGUAGE_MODEL = "tfnorm's language model"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,10 +42,12 @@ class Setting:
             it: `FIXED` (must equal the checkpoint's), `LOGGED` (may change,
             and the change is logged) or `FREE` (where and how often the run
             writes; may change silently).
-        scope: for a `TrainConfig` setting, the models it applies to:
-            `ANY_MODEL`, `CLASSIFIER` (tfnorm's classifier only: refused
-            with `model_fn`), `MODEL_FN_ONLY` (a `model_fn` model only)
-            or `LANGUAGE_MODEL` (the decoder of `task` "lm" only).
+        workloads: the workloads that read the setting, by the names the
+            settings class gives them (`TrainConfig`: tfnorm's classifier,
+            its language model, the user's `model_fn` model); None for a
+            class without workloads. A value other than the default given
+            to a workload not named here is refused (`unread_given`), and a
+            resumed run compares only the settings its workload reads.
     """
 
     group: str
@@ -63,7 +60,7 @@ class Setting:
     flags: tuple = ()
     action: str | None = None
     resume: str | None = None
-    scope: str | None = None
+    workloads: tuple | None = None
 
     def parse(self, key, value):
         """`value` checked and converted, or raises `ConfigError` naming `key`."""
@@ -114,3 +111,31 @@ def keys_declared(config_class, **declared):
         for field in dataclasses.fields(config_class)
         if all(getattr(setting_of(field), k) == v for k, v in declared.items())
     )
+
+
+def reads(setting, workload):
+    """Whether the workload named `workload` reads `setting` (a `Setting`)."""
+    return setting.workloads is None or workload in setting.workloads
+
+
+def keys_read_by(config_class, workload, **declared):
+    """The field names of `config_class` that `workload` reads and whose
+    `Setting` has the given attributes, in field order."""
+    return tuple(
+        field.name
+        for field in dataclasses.fields(config_class)
+        if reads(setting_of(field), workload)
+        and all(getattr(setting_of(field), k) == v for k, v in declared.items())
+    )
+
+
+def unread_given(config_class, values, workload):
+    """The first field of `config_class` given a value in `values` other than
+    its default that `workload` does not read, or None: a setting that would
+    be silently ignored."""
+    for field in dataclasses.fields(config_class):
+        if values[field.name] != field.default and not reads(
+            setting_of(field), workload
+        ):
+            return field
+    return None

@@ -18,10 +18,12 @@ from tfnorm.training.config.train_config import TrainConfig
         ({"task": "sorted", "max_len": 20000}, "max_len"),
         ({"task": "sorted", "epsilon": 1e-46}, "epsilon"),
         ({"task": "sorted", "norm": "batch"}, "norm"),
+        # The norm's own epsilon is the norm spec's fault, not --epsilon's.
+        ({"task": "sorted", "norm": {"class_name": "LayerNormalization", "module": "keras.layers", "config": {"epsilon": -1.0}}}, "norm"),
         ({"task": "sorted", "data": "train.csv"}, "task"),
         ({}, "task"),
     ],
-)
+)  # fmt: skip
 def test_bad_combinations_name_the_key_to_change_and_the_values(values, key):
     with pytest.raises(ConfigError) as info:
         TrainConfig.from_dict(values).resolve()

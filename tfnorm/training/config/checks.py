@@ -13,7 +13,6 @@ Like the rest of `config`, this module must not import TensorFlow at import time
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import sys
 
@@ -21,54 +20,11 @@ from tfnorm._checks import check_heads
 from tfnorm._errors import setting_key
 from tfnorm.choices import DECODER_PRESET_NORMS, LANGUAGE_MODEL_TASK, SYNTHETIC_TASKS
 from tfnorm.settings.config_error import ConfigError
-from tfnorm.settings.setting import CLASSIFIER, LANGUAGE_MODEL, setting_of
 from tfnorm.training.config.model_checks import (
     SYNTHETIC_VOCAB,
     check_model_size,
     check_norm,
 )
-
-#: Settings of tfnorm's classifier that a language model has no use for.
-CLASSIFIER_ONLY = ("num_examples", "vocab_size", "num_classes", "pooling", "val_data")
-
-
-def check_scope(values, config_class):
-    """A setting given a value other than its default for a model that does
-    not read it is refused: with `model_fn`, tfnorm's models' settings;
-    without `task` lm, the language model's; with it, the classifier's own."""
-    language_model = values["task"] == LANGUAGE_MODEL_TASK
-    for field in dataclasses.fields(config_class):
-        if values[field.name] == field.default:
-            continue
-        scope = setting_of(field).scope
-        if not language_model and scope == LANGUAGE_MODEL:
-            raise ConfigError(
-                field.name,
-                f"{field.name} applies to the language model of "
-                f"{setting_key('task', LANGUAGE_MODEL_TASK)} only. "
-                f"Received: {field.name}={values[field.name]!r}",
-            )
-        if language_model and field.name in CLASSIFIER_ONLY:
-            raise ConfigError(
-                field.name,
-                f"{field.name} applies to tfnorm's classifier only; the "
-                f"language model of {setting_key('task', LANGUAGE_MODEL_TASK)} "
-                "does not read it. "
-                f"Received: {field.name}={values[field.name]!r}",
-            )
-    if values["model_fn"] is None:
-        return
-    for field in dataclasses.fields(config_class):
-        if (
-            setting_of(field).scope == CLASSIFIER
-            and values[field.name] != field.default
-        ):
-            raise ConfigError(
-                field.name,
-                f"{field.name} applies to tfnorm's classifier only; a model_fn "
-                "model does not read it: leave it out or build it into your "
-                f"model. Received: {field.name}={values[field.name]!r}",
-            )
 
 
 def check_one_source(task, data, model_fn=None, data_fn=None):

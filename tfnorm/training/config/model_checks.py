@@ -76,13 +76,12 @@ def check_model_size(values):
 
 
 def check_norm(norm, epsilon, values):
-    from tfnorm.layers.factory import norm_from_spec
+    from tfnorm.layers.factory import NormSpecError, norm_from_spec
 
     try:
         layer = norm_from_spec(norm, "norm", epsilon=epsilon)
-    except (ValueError, TypeError) as error:
-        key = "epsilon" if "epsilon" in str(error).split("Received")[0] else "norm"
-        raise ConfigError(key, str(error)) from None
+    except NormSpecError as error:  # naming the argument at fault
+        raise ConfigError(error.argument, str(error)) from None
     if isinstance(norm, dict):
         _check_norm_config(norm, layer, values)
 

@@ -21,13 +21,7 @@ from tfnorm.settings.readers import (
     choice,
     number,
 )
-from tfnorm.settings.setting import (
-    CLASSIFIER,
-    FIXED,
-    LANGUAGE_MODEL,
-    LOGGED,
-    setting,
-)
+from tfnorm.settings.setting import FIXED, LOGGED, setting
 from tfnorm.training.config.readers import (
     hf_checkpoint,
     norm_spec,
@@ -36,6 +30,11 @@ from tfnorm.training.config.readers import (
 from tfnorm.training.config.train_defaults import (
     MODEL,
     sized,
+)
+from tfnorm.training.config.workload_scope import (
+    CLASSIFIER,
+    LANGUAGE_MODEL,
+    TFNORM_MODELS,
 )
 
 
@@ -46,69 +45,74 @@ class ModelSettings:
     # Model.
     num_layers: int = setting(
         2, MODEL, "encoder blocks (decoder blocks of a language model)", sized("num_layers"),
-        resume=FIXED, scope=CLASSIFIER,
+        resume=FIXED, workloads=TFNORM_MODELS,
     )  # fmt: skip
     d_model: int = setting(
-        64, MODEL, "width", sized("d_model"), resume=FIXED, scope=CLASSIFIER
+        64, MODEL, "width", sized("d_model"), resume=FIXED, workloads=TFNORM_MODELS
     )
     num_heads: int = setting(
         4, MODEL, f"attention heads, must divide {setting_key('d_model')}", sized("num_heads"),
-        resume=FIXED, scope=CLASSIFIER,
+        resume=FIXED, workloads=TFNORM_MODELS,
     )  # fmt: skip
     dff: int | None = setting(
         None, MODEL, "feed-forward width", sized("dff"),
-        optional=True, default_text="4 * d_model", resume=FIXED, scope=CLASSIFIER,
+        optional=True, default_text="4 * d_model", resume=FIXED, workloads=TFNORM_MODELS,
     )  # fmt: skip
     norm: str | None = setting(
         None, MODEL, f"normalisation: {norms_help()}", norm_spec, optional=True,
-        default_text="layer; a language model: its preset's", resume=FIXED, scope=CLASSIFIER,
+        default_text="layer; a language model: its preset's", resume=FIXED, workloads=TFNORM_MODELS,
     )  # fmt: skip
     preset: str = setting(
         "llama", MODEL, "the language model's architecture: llama (RMSNorm, "
         "rotary positions, SwiGLU, no biases) or gpt2 (LayerNorm, learned "
         "positions, GELU, biases, head tied to the embedding); the model "
         "settings given override it", choice(tuple(DECODER_PRESET_NORMS)),
-        resume=FIXED, scope=LANGUAGE_MODEL,
+        resume=FIXED, workloads=(LANGUAGE_MODEL,),
     )  # fmt: skip
     feed_forward: str | None = setting(
         None, MODEL, "the language model's feed-forward network: swiglu (gated, SiLU), gelu, gelu_tanh (GPT-2's) or relu",
-        choice(DECODER_FEED_FORWARDS), optional=True, default_text="its preset's", resume=FIXED, scope=LANGUAGE_MODEL,
+        choice(DECODER_FEED_FORWARDS), optional=True, default_text="its preset's", resume=FIXED, workloads=(LANGUAGE_MODEL,),
     )  # fmt: skip
     bias: bool | None = setting(
         None, MODEL, "biases in the language model's attention and feed-forward layers (true or false)",
-        boolean, optional=True, metavar="{true,false}", default_text="its preset's", resume=FIXED, scope=LANGUAGE_MODEL,
+        boolean, optional=True, metavar="{true,false}", default_text="its preset's", resume=FIXED, workloads=(LANGUAGE_MODEL,),
     )  # fmt: skip
     init_std: float | None = setting(
         None, MODEL, "draw the language model's kernels and embeddings from N(0, INIT_STD), the kernels "
         "writing into the residual stream scaled by 1/sqrt(2 * num_layers), as GPT-2 (0.02)",
         number(maximum=1.0, above=0.0), optional=True, metavar="INIT_STD",
-        default_text="glorot_uniform kernels, N(0, 0.02) embeddings", resume=FIXED, scope=LANGUAGE_MODEL,
+        default_text="glorot_uniform kernels, N(0, 0.02) embeddings", resume=FIXED, workloads=(LANGUAGE_MODEL,),
     )  # fmt: skip
     tokenizer: str = setting(
         "bytes", MODEL, "the language model's tokens: bytes (UTF-8, no "
         "vocabulary), bpe:N (a byte-level BPE of N ids fitted to the training "
         "split and saved in the run), or a tokenizer.json or a directory with "
         "one", tokenizer_spec, metavar="bytes|bpe:N|PATH",
-        resume=FIXED, scope=LANGUAGE_MODEL,
+        resume=FIXED, workloads=(LANGUAGE_MODEL,),
     )  # fmt: skip
     init_from: str | None = setting(
         None, MODEL, "a Hugging Face checkpoint directory (Llama, Mistral, Qwen2, "
         "GPT-2) or a tfnorm language-model run to start from, with its "
         "tokenizer; its config sets the model "
         f"({setting_key('norm')} may replace its norms)", hf_checkpoint,
-        optional=True, metavar="DIR", resume=FIXED, scope=LANGUAGE_MODEL,
+        optional=True, metavar="DIR", resume=FIXED, workloads=(LANGUAGE_MODEL,),
     )  # fmt: skip
     norm_position: str = setting(
-        "pre", MODEL, "where the norms sit", choice(NORM_POSITIONS), resume=FIXED, scope=CLASSIFIER
+        "pre", MODEL, "where the norms sit", choice(NORM_POSITIONS), resume=FIXED, workloads=TFNORM_MODELS
     )  # fmt: skip
     pooling: str = setting(
-        "mean", MODEL, "token pooling", choice(POOLINGS), resume=FIXED, scope=CLASSIFIER
+        "mean",
+        MODEL,
+        "token pooling",
+        choice(POOLINGS),
+        resume=FIXED,
+        workloads=(CLASSIFIER,),
     )
     dropout_rate: float = setting(
         0.1, MODEL, "dropout in [0, 1)", number(0.0, below=1.0),
-        flags=("--dropout-rate", "--dropout"), resume=LOGGED, scope=CLASSIFIER,
+        flags=("--dropout-rate", "--dropout"), resume=LOGGED, workloads=TFNORM_MODELS,
     )  # fmt: skip
     epsilon: float | None = setting(
         None, MODEL, "norm epsilon", number(above=0.0),
-        optional=True, default_text="the norm's own", resume=LOGGED, scope=CLASSIFIER,
+        optional=True, default_text="the norm's own", resume=LOGGED, workloads=TFNORM_MODELS,
     )  # fmt: skip

@@ -26,7 +26,7 @@ DATA = (
     f"data (give {setting_key('task')} or {setting_key('data')}, or "
     f"{setting_key('model_fn')} with {setting_key('data_fn')})"
 )
-OWN_MODEL = "your own model (instead of tfnorm's classifier)"
+YOUR_MODEL = "your own model (instead of tfnorm's classifier)"
 MODEL = "model"
 OPTIMISATION = "optimisation"
 RUNTIME = "runtime"

@@ -15,11 +15,7 @@ from tfnorm._errors import setting_key
 from tfnorm._safe_io import atomic_write_json, refuse_links
 from tfnorm.settings.config_error import ConfigError
 from tfnorm.training.config.model_checks import FILE_VOCAB
-from tfnorm.training.config.train_config import (
-    CHANGEABLE_KEYS,
-    CLASSIFIER_KEYS,
-    RESUME_KEYS,
-)
+from tfnorm.training.config.train_config import CHANGEABLE_KEYS, resume_keys
 
 RUN_CONFIG_FILE = "run_config.json"
 IDENTITY_KEY = "run_identity"
@@ -95,9 +91,8 @@ def check_same_run(config, saved, data_sha256, log=None):
     same_file = bool(data_sha256 and saved_sha == data_sha256)
     differences = [
         f"{key}: checkpoint {saved.get(key)!r}, now {current[key]!r}"
-        for key in RESUME_KEYS
+        for key in resume_keys(config)
         if key in saved
-        and not (config.model_fn and key in CLASSIFIER_KEYS)
         and not (key == "data" and same_file)
         and _resolved(key, saved.get(key), saved, identity)
         != _resolved(key, current[key], current, identity)
