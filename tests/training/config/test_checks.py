@@ -39,3 +39,16 @@ def test_val_data_needs_a_data_file(tmp_path):
     ) as info:
         TrainConfig(task="sorted", val_data=str(val)).resolve()
     assert info.value.key == "val_data"
+
+
+def test_a_language_models_size_counts_its_bpe_vocabulary(tmp_path):
+    # The byte vocabulary (257) was counted whatever `tokenizer` said.
+    text = tmp_path / "text.txt"
+    text.write_text("some text. " * 30, encoding="utf-8")
+    values = dict(task="lm", data=str(text), d_model=4096, num_heads=8, dff=64)
+    TrainConfig(**values).resolve()
+    with pytest.raises(
+        ConfigError, match=r"about 4\.4e\+09 weights.*tokenizer='bpe:1048576'"
+    ) as info:
+        TrainConfig(tokenizer="bpe:1048576", **values).resolve()
+    assert info.value.key == "tokenizer"

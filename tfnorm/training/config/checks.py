@@ -20,11 +20,8 @@ from tfnorm._checks import check_heads
 from tfnorm._errors import setting_key
 from tfnorm.choices import DECODER_PRESET_NORMS, LANGUAGE_MODEL_TASK, SYNTHETIC_TASKS
 from tfnorm.settings.config_error import ConfigError
-from tfnorm.training.config.model_checks import (
-    SYNTHETIC_VOCAB,
-    check_model_size,
-    check_norm,
-)
+from tfnorm.training.config.model_checks import check_model_size, check_norm
+from tfnorm.training.config.train_defaults import default_vocab_size
 
 
 def check_one_source(task, data, model_fn=None, data_fn=None):
@@ -231,7 +228,7 @@ def _check_one_file(data):
 
 def _check_task(values):
     task, max_len, classes = values["task"], values["max_len"], values["num_classes"]
-    vocab = values["vocab_size"] or max(SYNTHETIC_VOCAB, 2 * max_len + 1)
+    vocab = values["vocab_size"] or default_vocab_size(None, max_len)
     if task == "duplicate" and vocab - 1 < max_len:
         raise ConfigError(
             "vocab_size",

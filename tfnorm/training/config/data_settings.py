@@ -32,6 +32,7 @@ from tfnorm.training.config.train_defaults import (
     DEFAULT_VAL_SPLIT,
     MAX_SYNTHETIC_EXAMPLES,
     MIN_MAX_LEN,
+    VOCAB_SIZE_DEFAULT_TEXT,
     YOUR_MODEL,
     sized,
 )
@@ -100,7 +101,7 @@ class DataSettings:
     vocab_size: int | None = setting(
         None, DATA, "synthetic: token ids; files: vocabulary limit (counting "
         "padding and the unknown token, so at least 3)", sized("vocab_size", 3),
-        optional=True, default_text="max(16, 2*max_len+1) for tasks, 20000 for files", resume=FIXED, workloads=(CLASSIFIER,),
+        optional=True, default_text=VOCAB_SIZE_DEFAULT_TEXT, resume=FIXED, workloads=(CLASSIFIER,),
     )  # fmt: skip
     num_classes: int | None = setting(
         None, DATA, f"classes of {setting_key('task', 'majority')}, or of a data file: its id "

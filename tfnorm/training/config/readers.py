@@ -60,18 +60,21 @@ def hf_checkpoint(key, value):
     return path
 
 
-#: `bpe:N`'s bounds: the 256 byte symbols and one end-of-text token, and
-#: ids that stay a small embedding table.
-BPE_SIZES = (257, 2**20)
+#: `bpe:N`'s largest N: ids that stay a small embedding table. The smallest
+#: is the byte vocabulary (`byte_text.VOCAB_SIZE`: the 256 byte symbols and
+#: one end-of-text token).
+MAX_BPE_SIZE = 2**20
 
 
 def tokenizer_spec(key, value):
-    """`bytes`, `bpe:N` (N in `BPE_SIZES`) or the path of a tokenizer.json
-    (or of a directory holding one)."""
+    """`bytes`, `bpe:N` (N from the byte vocabulary's size to `MAX_BPE_SIZE`)
+    or the path of a tokenizer.json (or of a directory holding one)."""
     if value == "bytes":
         return value
     if isinstance(value, str) and value.startswith("bpe:"):
-        low, high = BPE_SIZES
+        from tfnorm.training.data.byte_text import VOCAB_SIZE
+
+        low, high = VOCAB_SIZE, MAX_BPE_SIZE
         size = value[4:]
         if not size.isdigit() or not low <= int(size) <= high:
             raise ValueError(
