@@ -26,14 +26,16 @@ FREE = "free"
 
 @dataclasses.dataclass(frozen=True)
 class Setting:
-    """The declaration of one `TrainConfig` field.
+    """The declaration of one field of a settings dataclass (`TrainConfig`,
+    `CompareConfig`, `PredictSettings`, `GenerateSettings`).
 
     Attributes:
         group: the `--help` section.
         help: the flag's help text, without the default. Here, in `group`
             and in `default_text`, other settings are named by key, marked
             with `tfnorm._errors.setting_key`; the command line shows flags.
-        read: `read(key, value)`, one of this module's readers.
+        read: `read(key, value)`, a reader (`tfnorm.settings.readers`, or
+            a package's own: `tfnorm.training.config.readers`, ...).
         optional: None (YAML `null`, the flag value `none`) is accepted.
         off: further values that mean None (`clipnorm`'s 0 and "off").
         default_text: the default as `--help` shows it, for derived defaults.
@@ -44,8 +46,9 @@ class Setting:
             writes; may change silently).
         workloads: the workloads that read the setting, by the names the
             settings class gives them (`TrainConfig`: tfnorm's classifier,
-            its language model, the user's `model_fn` model); None for a
-            class without workloads. A value other than the default given
+            its language model, the user's `model_fn` model;
+            `CompareConfig`: its tasks); None: every workload, or a class
+            without workloads. A value other than the default given
             to a workload not named here is refused (`unread_given`), and a
             resumed run compares only the settings its workload reads.
     """
@@ -109,8 +112,12 @@ def keys_declared(config_class, **declared):
     return tuple(
         field.name
         for field in dataclasses.fields(config_class)
-        if all(getattr(setting_of(field), k) == v for k, v in declared.items())
+        if _declares(setting_of(field), declared)
     )
+
+
+def _declares(setting, declared):
+    return all(getattr(setting, key) == value for key, value in declared.items())
 
 
 def reads(setting, workload):
@@ -124,8 +131,7 @@ def keys_read_by(config_class, workload, **declared):
     return tuple(
         field.name
         for field in dataclasses.fields(config_class)
-        if reads(setting_of(field), workload)
-        and all(getattr(setting_of(field), k) == v for k, v in declared.items())
+        if _declares(setting_of(field), declared) and reads(setting_of(field), workload)
     )
 
 
