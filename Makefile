@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
 PYTEST_ARGS ?= -x -q
 
-.PHONY: hf-reference hf-fixtures venv test test-container test-slow test-legacy test-tf29 test-compat lint format bench bench-keras3 bench-tf29 demo demo-lm system-deps clean
+.PHONY: hf-reference hf-fixtures venv test test-container test-slow test-legacy test-tf29 test-compat lint format bench bench-keras3 bench-tf29 bench-hf bench-lm-reference bench-reference-check demo demo-lm system-deps clean
 
 # tf-keras (the legacy runtime) and keras-hub (bench/encoder.py and the
 # keras-hub tests of tests/models and tests/callbacks) are installed with
@@ -104,10 +104,11 @@ format: venv
 # clock, 3 repetitions each; docs/benchmarks.md says how to read them. Each
 # script warns loudly when the load average is above half the cores; record
 # figures from an idle machine only (BENCH_ARGS=--require-idle refuses a busy
-# one). Tables also go to $(BENCH_DIR). About 40-45 minutes on 2 cores.
+# one). Tables also go to $(BENCH_DIR). About 40-45 minutes on 2 cores, plus
+# the two reference benches below (about 1 hour together).
 BENCH_DIR ?= runs/bench
 BENCH_ARGS ?=
-bench: bench-keras3 bench-tf29
+bench: bench-reference-check bench-keras3 bench-tf29 bench-hf bench-lm-reference
 
 bench-keras3: venv
 	mkdir -p $(BENCH_DIR)
@@ -125,6 +126,36 @@ bench-tf29:
 	tools/tf29-root.sh run python bench/decoder.py --xla $(BENCH_ARGS) --markdown $(BENCH_DIR)/tf29-decoder.md --json $(BENCH_DIR)/tf29-decoder.json
 	tools/tf29-root.sh run python bench/train_loop.py $(BENCH_ARGS) --markdown $(BENCH_DIR)/tf29-train-loop.md --json $(BENCH_DIR)/tf29-train-loop.json
 	tools/tf29-root.sh run python bench/memory.py --markdown $(BENCH_DIR)/tf29-memory.md --json $(BENCH_DIR)/tf29-memory.json
+
+# tfnorm against the reference libraries, in the reference venv
+# (`make hf-reference` builds $(HF_VENV); HF_VENV=PATH names another):
+# bench-hf loads a GPT-2-small checkpoint (float32, bfloat16) and generates
+# from it with tfnorm and with transformers (about 15-20 minutes); bench-lm-reference
+# trains with `tfnorm train --task lm` and with nanoGPT, one core each (about
+# 30-45 minutes), from a nanoGPT checkout at the pinned commit: NANOGPT_DIR=PATH
+# (git clone https://github.com/karpathy/nanoGPT && git -C nanoGPT checkout
+# 3adf61e154c3fe3fca428ad6bc3818b27a3b8291). The venv is checked, not built
+# here: building it downloads PyTorch.
+# `make bench` checks both first, so that it does not stop after an hour.
+NANOGPT_DIR ?=
+NANOGPT_COMMIT := 3adf61e154c3fe3fca428ad6bc3818b27a3b8291
+CHECK_HF_VENV = @test -x $(HF_VENV)/bin/python || { echo "$@: no reference venv at $(HF_VENV): run make hf-reference, or give HF_VENV=PATH" >&2; exit 2; }
+CHECK_NANOGPT = @test -n "$(NANOGPT_DIR)" || { echo "$@: give NANOGPT_DIR=PATH, a nanoGPT checkout at $(NANOGPT_COMMIT) (git clone https://github.com/karpathy/nanoGPT && git -C nanoGPT checkout $(NANOGPT_COMMIT))" >&2; exit 2; }
+
+bench-reference-check:
+	$(CHECK_NANOGPT)
+	$(CHECK_HF_VENV)
+
+bench-hf: venv
+	$(CHECK_HF_VENV)
+	mkdir -p $(BENCH_DIR)
+	$(PY) bench/hf_checkpoints.py --hf-venv $(HF_VENV) $(BENCH_ARGS) --markdown $(BENCH_DIR)/hf-checkpoints.md --json $(BENCH_DIR)/hf-checkpoints.json
+
+bench-lm-reference: venv
+	$(CHECK_NANOGPT)
+	$(CHECK_HF_VENV)
+	mkdir -p $(BENCH_DIR)
+	$(PY) bench/lm_reference.py --nanogpt-dir $(NANOGPT_DIR) --hf-venv $(HF_VENV) --workdir $(BENCH_DIR)/lm-reference $(BENCH_ARGS) --markdown $(BENCH_DIR)/lm-reference.md --json $(BENCH_DIR)/lm-reference.json
 
 # The Post-LN vs Pre-LN warm-up experiment at its small default (about 6
 # minutes on 2 CPU cores); prints where the table, plot and TensorBoard logs

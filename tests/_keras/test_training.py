@@ -131,3 +131,18 @@ def test_the_global_norm_of_finite_gradients_is_finite():
     assert np.isnan(float(_keras.global_norm([big, tf.constant([np.nan])])))
     assert np.isinf(float(_keras.global_norm([big, tf.constant([-np.inf])])))
     assert float(_keras.global_norm([tf.zeros([2])])) == 0.0
+
+
+def test_the_loss_scale_value_follows_the_optimizers_decisions():
+    variable = tf.Variable([1.0, 2.0, 3.0])
+    plain = keras.optimizers.SGD(1.0)
+    assert float(_keras.loss_scale_value(plain)) == 1.0
+    optimizer = _scaled_sgd()
+    _keras.build_optimizer(optimizer, [variable])
+    # Dynamic loss scaling starts at 2 ** 15 in every runtime.
+    assert float(_keras.loss_scale_value(optimizer)) == 2.0**15
+    _reported_step(optimizer, variable, tf.constant([6e4, 0.0, 0.0]))
+    # A skipped step halves it.
+    assert float(_keras.loss_scale_value(optimizer)) == 2.0**14
+    _reported_step(optimizer, variable, tf.constant([0.3, 0.0, 0.4]))
+    assert float(_keras.loss_scale_value(optimizer)) == 2.0**14

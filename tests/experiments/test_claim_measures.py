@@ -113,6 +113,8 @@ def _run(variant, seed, nonfinite, layer, gap_loss):
         "nonfinite_loss_steps": nonfinite,
         "skipped_steps": [1, 2],
         "nonfinite_gradient_steps": [1, 2, 3],
+        # A weight went non-finite at step 3 and stayed so.
+        "nonfinite_weight_steps": [3, 4] if seed == 0 else [],
         "first_broken_norm": layer,
         "first_broken_norm_at_overflow": "encoder/block_0/attention_norm"
         if layer
@@ -135,6 +137,7 @@ def test_the_controls_table_sums_over_seeds():
     assert summary["nonfinite_loss_steps_total"] == 3
     assert summary["skipped_steps_total"] == 6
     assert summary["applied_nonfinite_gradient_steps_total"] == 3
+    assert summary["nonfinite_weight_steps_total"] == 2
     assert summary["first_broken_norms"] == [
         "encoder/block_2/ffn_norm",
         "encoder/block_3/ffn_norm",
@@ -153,7 +156,7 @@ def test_the_controls_table_sums_over_seeds():
     table = claim_measures.controls_table([row]).splitlines()
     assert len(table) == 3
     assert (
-        "| 2/3 | 4 | 3 | 6 | 3 | encoder/block_2/ffn_norm, encoder/block_3/ffn_norm "
+        "| 2/3 | 4 | 3 | 6 | 3 | 2 | encoder/block_2/ffn_norm, encoder/block_3/ffn_norm "
         "| encoder/block_0/attention_norm |" in table[2]
     )
 
@@ -205,3 +208,103 @@ def test_the_batch_norm_claims_experiment_writes_its_figures(tmp_path):
     (row,) = result["table"]
     assert row["eval_loss_batch_statistics_mean"] is not None
     assert row["train_inference_gap_mean"] is not None
+
+
+def test_the_step_trace_keeps_every_steps_scale_decision_and_finiteness(tmp_path):
+    trace = claim_measures.StepTrace()
+    for scale, applied, finite in [(4.0, True, True), (4.0, False, True),
+                                   (2.0, True, False), (2.0, True, False)]:  # fmt: skip
+        logs = {"loss_scale": scale, "applied": applied, "weights_finite": finite}
+        trace.on_step_end(len(trace.applied) + 1, logs)
+    record = trace.record()
+    assert record["loss_scales"] == [4.0, 4.0, 2.0, 2.0]
+    assert record["applied"] == [True, False, True, True]
+    assert record["nonfinite_weight_steps"] == [3, 4]
+    run = {"variant": "pre-LN, no warm-up", "seed": 1, "losses": [2.0, 1.5, 1.0, 0.5],
+           "gradient_norms": [1.0, math.inf, 0.5, math.nan], **record}  # fmt: skip
+    path = str(tmp_path / "steps.csv")
+    claim_measures.write_step_table(path, [run])
+    with open(path) as handle:
+        lines = handle.read().splitlines()
+    assert lines[0] == ",".join(claim_measures.STEP_COLUMNS)
+    assert lines[2] == '"pre-LN, no warm-up",1,2,1.5,inf,4.0,0,1'
+    assert lines[4] == '"pre-LN, no warm-up",1,4,0.5,nan,2.0,1,0'
+
+
+def test_weights_finite_sees_a_non_trainable_weight_too():
+    model = _token_model(controls.MaskedBatchNorm(name="bn"))
+    assert bool(claim_measures.weights_finite(model))
+    moving = model.get_layer("bn").batch_norm.moving_variance
+    moving.assign(tf.fill(moving.shape, math.inf))
+    assert not bool(claim_measures.weights_finite(model))
+
+
+@pytest.mark.slow
+def test_the_float16_epsilon_row_command_records_every_step(tmp_path):
+    # docs/claims.md, second round, row 3 at a tiny size: small-variance
+    # embeddings, the layered epsilon, float16 statistics, without XLA.
+    import json
+
+    from tfnorm.cli.main import main
+
+    output_dir = str(tmp_path / "out")
+    flags = ["--num-layers", "2", "--d-model", "8", "--num-heads", "2", "--dff", "16"]
+    flags += ["--steps", "4", "--eval-every", "2", "--eval-size", "16", "--seeds", "0"]
+    flags += ["--histogram-every", "0", "--no-jit", "--variants", "pre"]
+    flags += ["--mixed-precision", "float16", "--statistics", "compute"]
+    flags += ["--embedding-std", "1e-4", "--epsilon", "1e-7", "--deep-epsilon", "1e-5"]
+    assert main(["compare", "--output-dir", output_dir, *flags]) == 0
+    with open(f"{output_dir}/results.json") as handle:
+        (run,) = json.load(handle)["runs"]
+    assert (
+        len(run["loss_scales"])
+        == len(run["applied"])
+        == len(run["weights_finite"])
+        == 4
+    )
+    # The loss scale halves after each skipped step and only then.
+    for step in range(3):
+        factor = 1.0 if run["applied"][step] else 0.5
+        assert run["loss_scales"][step + 1] == run["loss_scales"][step] * factor
+    with open(f"{output_dir}/steps.csv") as handle:
+        assert len(handle.read().splitlines()) == 5
+
+
+@pytest.mark.slow
+def test_the_batch_norm_padding_row_command_counts_the_padding(tmp_path):
+    # docs/claims.md, second round, row 5 at a tiny size: padding counted in
+    # BatchNorm's statistics, with a momentum for a short run.
+    import json
+
+    from tfnorm.cli.main import main
+
+    output_dir = str(tmp_path / "out")
+    flags = ["--num-layers", "2", "--d-model", "8", "--num-heads", "2", "--dff", "16"]
+    flags += ["--steps", "4", "--eval-every", "2", "--eval-size", "16", "--seeds", "0"]
+    flags += ["--histogram-every", "0", "--no-jit", "--variants", "pre"]
+    flags += ["--norm", "batch", "--variable-length", "--batch-size", "4"]
+    flags += ["--batchnorm-padding", "counted", "--batchnorm-momentum", "0.9"]
+    assert main(["compare", "--output-dir", output_dir, *flags]) == 0
+    with open(f"{output_dir}/results.json") as handle:
+        result = json.load(handle)
+    assert result["config"]["batchnorm_padding"] == "counted"
+    assert result["config"]["batchnorm_momentum"] == 0.9
+    (row,) = result["table"]
+    assert row["train_inference_gap_mean"] is not None
+
+
+def test_weights_finite_passes_over_integer_state():
+    class Counter(keras.layers.Layer):
+        def build(self, input_shape):
+            self.count = self.add_weight(
+                name="count", shape=(), dtype="int32", initializer="zeros",
+                trainable=False,
+            )  # fmt: skip
+
+        def call(self, inputs):
+            return inputs
+
+    inputs = keras.Input((2,))
+    model = keras.Model(inputs, keras.layers.Dense(1)(Counter()(inputs)))
+    assert any(not tf.as_dtype(w.dtype).is_floating for w in model.weights)
+    assert bool(claim_measures.weights_finite(model))

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -299,3 +300,84 @@ def test_the_controls_are_found_by_the_health_monitor():
     assert [path for path, _ in find_norm_layers(model)] == ["bn", "ln16"]
     statistic = model.get_layer("bn").row_statistic(tf.constant(ROWS))
     np.testing.assert_allclose(statistic, ROWS.var(-1), rtol=1e-4)
+
+
+def test_the_position_offset_runs_from_minus_to_plus_the_amplitude():
+    layer = controls.PositionOffset(3.0)
+    x = np.random.default_rng(0).standard_normal((2, 4, 5)).astype("float32")
+    ramp = np.array([-3.0, -1.0, 1.0, 3.0], "float32")[None, :, None]
+    np.testing.assert_allclose(layer(x).numpy(), x + ramp, rtol=1e-6, atol=1e-6)
+    assert controls.PositionOffset.from_config(layer.get_config()).amplitude == 3.0
+
+
+def test_the_position_offset_is_the_only_position_signal():
+    model, _ = build_model(1, 8, 2, 16, 5, 4, position_offset=2.0)
+    names = [layer.name for layer in model.layers]
+    assert "position_offset" in names
+    assert not [w for w in model.weights if "position" in w.name]
+    probe = keras.Model(model.input, model.get_layer("position_offset").output)
+    # The same token at every position: rows differ by the offset alone.
+    rows = probe(np.array([[3, 3, 3, 3]], "int32")).numpy()[0]
+    differences = rows - rows[0]
+    np.testing.assert_allclose(differences, np.repeat([[0.0], [4 / 3], [8 / 3], [4.0]], 8, axis=1), rtol=1e-5, atol=1e-5)  # fmt: skip
+
+
+@pytest.mark.parametrize("std", [1.0, 1e-4])
+def test_the_embeddings_are_drawn_with_the_given_spread(std):
+    model, _ = build_model(1, 64, 2, 16, 50, 32, embedding_std=std)
+    tables = model.get_layer("embedding").get_weights()
+    assert len(tables) == 2  # tokens and positions
+    for table in tables:
+        assert np.std(table) == pytest.approx(std, rel=0.1)
+
+
+def test_the_layered_epsilon_gives_the_deep_half_its_own():
+    assert controls.layered_epsilon(1e-5, None, 4) == 1e-5
+    assert controls.layered_epsilon(1e-7, 1e-5, 4) == [1e-7, 1e-7, 1e-5, 1e-5]
+    assert controls.layered_epsilon(1e-7, 1e-5, 3) == [1e-7, 1e-5, 1e-5]
+
+
+# One sequence of 4 positions whose last two are padding (value 100): the
+# statistics over the real positions alone are mean 1, over all of them 50.5.
+PADDED = np.array([[[0.0], [2.0], [100.0], [100.0]]], "float32")
+PADDING_MASK = np.array([[1.0, 1.0, 0.0, 0.0]], "float32")
+
+
+@pytest.mark.parametrize("count_padding", [False, True])
+def test_the_batch_norm_counts_the_padding_when_asked_and_where_keras_cannot_mask(
+    count_padding,
+):
+    # Momentum 0: the moving mean is the last batch's mean.
+    norm = controls.MaskedBatchNorm(momentum=0.0, count_padding=count_padding)
+    norm(PADDED, training=True, mask=PADDING_MASK)
+    masked = _keras.BATCH_NORM_TAKES_MASK and not count_padding
+    expected = 1.0 if masked else 50.5
+    assert float(norm.batch_norm.moving_mean.numpy()[0]) == pytest.approx(expected)
+    again = controls.MaskedBatchNorm.from_config(norm.get_config())
+    assert again.count_padding == count_padding and again.momentum == 0.0
+
+
+def test_the_batch_norm_spec_carries_its_momentum_and_padding():
+    assert controls.norm_spec("batch") is controls.MaskedBatchNorm
+    spec = controls.norm_spec("batch", momentum=0.9, padding="counted")
+    assert isinstance(spec, controls.MaskedBatchNorm)
+    assert (spec.momentum, spec.count_padding) == (0.9, True)
+    masked = controls.norm_spec("batch", padding="masked")
+    assert masked is controls.MaskedBatchNorm
+
+
+@pytest.mark.slow
+def test_claim_dc_component_position_offset_row_command(tmp_path):
+    # docs/claims.md, second round, row 6 at a tiny size: the per-position
+    # offset as the only position signal (the row runs it for LayerNorm and
+    # RMSNorm; the norm is a flag, tested above).
+    output_dir = str(tmp_path / "rms")
+    flags = ["--num-layers", "2", "--d-model", "8", "--num-heads", "2"]
+    flags += ["--dff", "16", "--steps", "6", "--eval-every", "3", "--no-jit"]
+    flags += ["--eval-size", "16", "--histogram-every", "0", "--seeds", "0"]
+    flags += ["--variants", "pre", "--norm", "rms", "--position-offset", "2"]
+    assert main(["compare", "--output-dir", output_dir, *flags]) == 0
+    with open(f"{output_dir}/results.json") as handle:
+        result = json.load(handle)
+    assert result["config"]["position_offset"] == 2.0
+    assert np.isfinite(result["table"][0]["final_eval_loss_mean"])

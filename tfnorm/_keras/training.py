@@ -196,6 +196,17 @@ def apply_gradients_and_report(optimizer, gradients, variables):
     return applied, global_norm(unscaled), unscaled
 
 
+def loss_scale_value(optimizer):
+    """The loss scale `scale_loss` multiplies by now, as a float32 tensor
+    (1 for an optimizer without loss scaling). Keras 3's
+    `LossScaleOptimizer` keeps it in `dynamic_scale`, Keras 2's in
+    `loss_scale`."""
+    if not is_loss_scaled(optimizer):
+        return tf.constant(1.0)
+    value = optimizer.dynamic_scale if IS_KERAS_3 else optimizer.loss_scale
+    return tf.cast(_read(value), tf.float32)
+
+
 def _decision_state(optimizer):
     """`(counter, scale)` of a loss-scaled optimizer, `(iterations,)` of
     another, read as tensors at this point of the step."""

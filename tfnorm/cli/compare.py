@@ -28,9 +28,10 @@ examples:
   tfnorm compare --task lm --output-dir runs/compare-lm   # decoders: `make demo-lm`
 
 outputs (in --output-dir): results.md/.csv/.json (the table; every run's
-curves in the JSON), comparison.png, tensorboard/ (per run: scalars, and
-norms/ with histograms of every norm layer's outputs), and with --depths
-sweep.md/.json and sweep.png.
+curves in the JSON), steps.csv (every run's steps: loss, gradient norm, loss
+scale, applied or skipped, every weight finite), comparison.png,
+tensorboard/ (per run: scalars, and norms/ with histograms of every norm
+layer's outputs), and with --depths sweep.md/.json and sweep.png.
 """
 
 

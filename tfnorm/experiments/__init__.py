@@ -12,10 +12,14 @@
   language reference, `pydoc_data.topics`) and `tasks.lm.ByteTextTask`
   (next-byte prediction for causal decoders); its depth sweep `depth_sweep`.
   Its controls for the seed articles' claims (checked in `docs/claims.md`):
-  `controls` (`gamma_init` and `input_offset`, and a batch norm and a
-  LayerNorm with compute-dtype statistics, outside the norm family),
-  `tasks.padded` (padded, variable-length sequences) and `claim_measures`
-  (NaN/Inf steps, the first broken norm, the train/inference gap).
+  `controls` (`gamma_init`, `input_offset`, the embeddings' spread, a
+  per-position offset as the only position signal, the layered epsilon,
+  and a batch norm and a LayerNorm with compute-dtype statistics, outside
+  the norm family), `tasks.padded` (padded, variable-length sequences),
+  `claim_measures` (NaN/Inf steps, the first broken norm, every step's loss
+  scale, decision and weight finiteness, the train/inference gap),
+  `batch_gradients` (the batch-to-batch gradient variance per block at
+  fixed weights) and `claim_settings` (the second round's settings).
 * `gradients`: per-layer gradient norms at initialisation (Xiong et al.,
   2020), the measurement behind the depth argument for warm-up;
   `layer_gradients` the per-block gradient norms during training and their

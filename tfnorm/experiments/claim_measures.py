@@ -11,6 +11,10 @@
   order, with non-finite inputs or outputs or a row statistic below its
   `epsilon`. (Gradients can overflow while the loss stays finite; a probe
   that finds nothing there says the forward pass was sound.)
+* `StepTrace`: per step, the loss scale the step's loss was multiplied by
+  (1 without loss scaling), whether the optimizer applied the step, and
+  whether every weight of the model (`weights_finite`, read after the
+  step) is finite; `write_step_table` writes them as `steps.csv`.
 * `BatchStatisticsEvaluation`: after the last step, the held-out loss and
   accuracy with the norms in training mode (batch statistics, in batches
   of `batch_size`) beside the usual inference-mode ones (for a batch norm,
@@ -108,6 +112,80 @@ def _plain(value):
     return value if math.isfinite(value) else str(value)
 
 
+def weights_finite(model):
+    """Whether every weight of `model` (trainable or not) is finite, as a
+    boolean scalar tensor (inside a step: read after its update)."""
+    # Integer state (a seed generator's) is always finite.
+    floats = [w for w in model.weights if tf.as_dtype(w.dtype).is_floating]
+    return tf.reduce_all(
+        tf.stack([tf.reduce_all(tf.math.is_finite(w)) for w in floats])
+    )
+
+
+class StepTrace(Action):
+    """Every step's loss scale, applied or skipped, and weights finite.
+
+    Reads the step's logs: `loss_scale`, `applied` and `weights_finite`.
+    """
+
+    def __init__(self):
+        self.loss_scales, self.applied, self.finite = [], [], []
+
+    def on_step_end(self, step, logs):
+        self.loss_scales.append(logs["loss_scale"])
+        self.applied.append(logs["applied"])
+        self.finite.append(logs["weights_finite"])
+
+    def close(self):
+        """Nothing to close (the run's actions are closed alike)."""
+
+    def record(self):
+        return {
+            "loss_scales": self.loss_scales,
+            "applied": self.applied,
+            "weights_finite": self.finite,
+            "nonfinite_weight_steps": [
+                step for step, finite in enumerate(self.finite, 1) if not finite
+            ],
+        }
+
+
+#: The columns of `steps.csv`, one row per run and step.
+STEP_COLUMNS = (
+    "variant",
+    "seed",
+    "step",
+    "loss",
+    "gradient_norm",
+    "loss_scale",
+    "applied",
+    "weights_finite",
+)
+
+
+def write_step_table(path, runs):
+    """Writes every run's per-step record to `path` as CSV (`STEP_COLUMNS`)."""
+    import csv
+
+    with open(path, "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(STEP_COLUMNS)
+        for run in runs:
+            for index, loss in enumerate(run["losses"]):
+                writer.writerow(
+                    [
+                        run["variant"],
+                        run["seed"],
+                        index + 1,
+                        loss,
+                        run["gradient_norms"][index],
+                        run["loss_scales"][index],
+                        int(run["applied"][index]),
+                        int(run["weights_finite"][index]),
+                    ]
+                )
+
+
 class BatchStatisticsEvaluation(Action):
     """The held-out loss and accuracy in training mode, after the last step."""
 
@@ -161,6 +239,7 @@ def measurement_actions(model, eval_data, batch_size, total_steps):
     """The actions `train_run` adds for the controls' claims."""
     return [
         NonFiniteWatch(model),
+        StepTrace(),
         BatchStatisticsEvaluation(model, eval_data, batch_size, total_steps),
     ]
 
@@ -190,6 +269,9 @@ def control_summary(runs):
             len(set(r["nonfinite_gradient_steps"]) - set(r["skipped_steps"]))
             for r in runs
         ),
+        "nonfinite_weight_steps_total": sum(
+            len(r.get("nonfinite_weight_steps", ())) for r in runs
+        ),
         "first_broken_norms": layers,
         "first_broken_norms_at_overflow": at_overflow,
         "eval_loss_batch_statistics_mean": _mean(
@@ -217,6 +299,7 @@ def controls_table(rows):
         "NaN/Inf loss steps (all seeds)",
         "steps skipped by loss scaling (all seeds)",
         "non-finite gradients applied (all seeds)",
+        "steps with a non-finite weight (all seeds)",
         "first broken norm (health monitor)",
         "at the first skipped step",
         "held-out loss, inference mode",
@@ -232,6 +315,7 @@ def controls_table(rows):
             str(row["nonfinite_loss_steps_total"]),
             str(row["skipped_steps_total"]),
             str(row["applied_nonfinite_gradient_steps_total"]),
+            str(row["nonfinite_weight_steps_total"]),
             ", ".join(row["first_broken_norms"]) or "-",
             ", ".join(row["first_broken_norms_at_overflow"]) or "-",
             _text(row["final_eval_loss_mean"], "{:.3f}"),

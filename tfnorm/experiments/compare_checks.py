@@ -9,6 +9,7 @@ No TensorFlow at import time.
 from __future__ import annotations
 
 from tfnorm.choices import COMPARE_CONTROL_NORMS, NORMS
+from tfnorm.experiments import claim_settings as claims
 from tfnorm.experiments import compare_readers as readers
 from tfnorm.settings.config_error import ConfigError
 
@@ -56,13 +57,6 @@ def finish_settings(values):
     readers.check_controls(values)
     if sizes == "lm":
         _finish_lm(values)
-        if values["input_offset"]:
-            raise ConfigError(
-                "input_offset",
-                "`input_offset` is added to the encoder tasks' embeddings "
-                f"(reverse, mlm) only. Received: input_offset="
-                f"{values['input_offset']!r} with task='lm'",
-            )
     elif values["norms"] is not None:
         raise ConfigError(
             "norms",
@@ -71,6 +65,7 @@ def finish_settings(values):
             f"task={values['task']!r}",
         )
     _finish_epsilon(values)
+    claims.check_claim_settings(values)
     if values["warmup_steps"] is None:
         values["warmup_steps"] = max(1, int(DEFAULT_WARMUP_FRACTION * values["steps"]))
     longest = max(1, int(MAX_WARMUP_FRACTION * values["steps"]))

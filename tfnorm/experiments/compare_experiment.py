@@ -45,7 +45,15 @@ from tfnorm import _keras
 from tfnorm._checks import is_int, is_real
 from tfnorm.choices import NORM_POSITIONS, NORMS
 from tfnorm.experiments import compare_lm_report as lm_report
-from tfnorm.experiments.claim_measures import control_summary, controls_table
+from tfnorm.experiments.batch_gradients import (
+    gradient_variance_summary,
+    gradient_variance_table,
+)
+from tfnorm.experiments.claim_measures import (
+    control_summary,
+    controls_table,
+    write_step_table,
+)
 from tfnorm.experiments.compare_report import (
     TARGET_ACCURACY,
     markdown_table,
@@ -159,6 +167,8 @@ def run_comparison(
       seed's row;
     * `results.json`: the configuration, the task, the table and every
       run's curves;
+    * `steps.csv`: every run's steps: loss, gradient norm, loss scale,
+      applied or skipped, every weight finite;
     * `comparison.png`: loss curves, accuracy curves and the per-layer
       gradient norms at initialisation;
     * `tensorboard/<variant>_seed<k>/`: the scalars per step, and in its
@@ -187,6 +197,9 @@ def run_comparison(
             `learning_rate` (peak), `warmup_steps`, `seeds`, `norm`,
             `epsilon`, `variants` (as `variant_settings`), `gamma_init`,
             `input_offset`, `statistics`, `variable_length`,
+            `embedding_std`, `position_offset`, `deep_epsilon`,
+            `batchnorm_padding`, `batchnorm_momentum`,
+            `gradient_variance_batches`, `gradient_variance_loss`,
             `eval_size`, `eval_every`, `histogram_every`, `depths`,
             `sweep_warmups`, `sweep_seeds`, `jit_compile`,
             `mixed_precision`, `deterministic`.
@@ -220,7 +233,9 @@ def _run(output_dir, log, variant_settings, cfg):
     runs = _train_all(cfg, chosen, task, logdir, log)
     rows = summarise(runs, [v["name"] for v in chosen])
     for row in rows:
-        row.update(control_summary([r for r in runs if r["variant"] == row["variant"]]))
+        mine = [r for r in runs if r["variant"] == row["variant"]]
+        row.update(control_summary(mine))
+        row.update(gradient_variance_summary(mine))
     if task.name == "lm":
         rows = lm_report.add_lm_columns(rows, runs)
     result = _write_results(output_dir, logdir, cfg, task, rows, runs)
@@ -315,6 +330,7 @@ def _write_results(output_dir, logdir, cfg, task, rows, runs):
         "markdown": os.path.join(output_dir, "results.md"),
         "csv": os.path.join(output_dir, "results.csv"),
         "json": os.path.join(output_dir, "results.json"),
+        "steps": os.path.join(output_dir, "steps.csv"),
         "plot": os.path.join(output_dir, "comparison.png"),
         "tensorboard": logdir,
     }
@@ -329,10 +345,14 @@ def _write_results(output_dir, logdir, cfg, task, rows, runs):
             f.write(per_seed_table(runs, task.target_accuracy))
         f.write("\nNaN/Inf and the norms' train/inference gap:\n\n")
         f.write(controls_table(rows))
+        if gradient_variance_table(rows):
+            f.write("\nBatch-to-batch gradient variance per block, fixed weights:\n\n")
+            f.write(gradient_variance_table(rows))
     with open(paths["csv"], "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
+    write_step_table(paths["steps"], runs)
     result = {
         "config": _jsonable(cfg.to_dict()),
         "task": task_record(task),

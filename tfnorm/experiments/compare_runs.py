@@ -16,9 +16,15 @@ import numpy as np
 
 from tfnorm import _keras
 from tfnorm._keras import keras, tf
-from tfnorm.experiments.claim_measures import measurement_actions
+from tfnorm.experiments.batch_gradients import (
+    GradientVariance,
+    gradient_variance_action,
+)
+from tfnorm.experiments.claim_measures import measurement_actions, weights_finite
 from tfnorm.experiments.controls import (
     compute_precision,
+    embed_tokens,
+    layered_epsilon,
     norm_spec,
     offset_inputs,
     scale_norm_gammas,
@@ -54,29 +60,29 @@ def build_model(
     seq_len,
     input_offset=0.0,
     pad_id=None,
+    embedding_std=1.0,
+    position_offset=None,
     **options,
 ):
     """Token + position embeddings, a tfnorm encoder, and per-token logits.
 
-    Both embeddings are initialised N(0, 1): with small position embeddings
-    neither variant learns the reverse task in a few hundred steps. A
-    non-zero `input_offset` is added to every feature of the embeddings.
-    With a `pad_id`, the encoder masks the positions holding it.
+    Both embeddings are initialised N(0, `embedding_std`), 1 by default:
+    with small position embeddings neither variant learns the reverse task
+    in a few hundred steps. A `position_offset` replaces the position
+    embedding (`controls.embed_tokens`). A non-zero `input_offset` is added
+    to every feature of the embeddings. With a `pad_id`, the encoder masks
+    the positions holding it.
 
     Returns:
         `(model, encoder)`.
     """
     from tfnorm.models import build_encoder
-    from tfnorm.models.encoder.text_layers import PaddingMask, TokenAndPositionEmbedding
+    from tfnorm.models.encoder.text_layers import PaddingMask
 
     tokens = keras.Input((seq_len,), dtype="int32", name="tokens")
-    embedded = TokenAndPositionEmbedding(
-        vocab_size,
-        seq_len,
-        d_model,
-        embeddings_initializer=keras.initializers.RandomNormal(stddev=1.0),
-        name="embedding",
-    )(tokens)
+    embedded = embed_tokens(
+        tokens, vocab_size, seq_len, d_model, embedding_std, position_offset
+    )
     if input_offset:
         embedded = offset_inputs(embedded, input_offset)
     encoder = build_encoder(
@@ -93,6 +99,18 @@ def build_model(
         embedded = [embedded, PaddingMask(pad_id, name="padding_mask")(tokens)]
     logits = keras.layers.Dense(vocab_size, name="logits")(encoder(embedded))
     return keras.Model(tokens, logits, name="token_model"), encoder
+
+
+def encoder_options(cfg, pad_id):
+    """`build_model`'s options of the encoder tasks from `cfg`."""
+    options = {
+        "input_offset": cfg.input_offset,
+        "embedding_std": 1.0 if cfg.embedding_std is None else cfg.embedding_std,
+        "position_offset": cfg.position_offset,
+    }
+    if pad_id is not None:
+        options["pad_id"] = pad_id
+    return options
 
 
 def weighted_cross_entropy(targets, logits, weights):
@@ -151,9 +169,7 @@ class PositionTrainer:
 
     def _build(self):
         cfg = self.cfg
-        build, options = build_model, {"input_offset": cfg.input_offset}
-        if self.pad_id is not None:
-            options["pad_id"] = self.pad_id
+        build, options = build_model, encoder_options(cfg, self.pad_id)
         if cfg.task == "lm":
             build, options = (
                 build_decoder_model,
@@ -164,7 +180,14 @@ class PositionTrainer:
                     "init_std": cfg.init_std,
                 },
             )
+            if cfg.embedding_std is not None:
+                options["embeddings_initializer"] = keras.initializers.RandomNormal(
+                    stddev=cfg.embedding_std
+                )
         with compute_precision(cfg.mixed_precision):
+            norm = norm_spec(
+                self.norm, cfg.statistics, cfg.batchnorm_momentum, cfg.batchnorm_padding
+            )
             model, encoder = build(
                 self.num_layers,
                 cfg.d_model,
@@ -172,9 +195,11 @@ class PositionTrainer:
                 cfg.dff,
                 self.vocab_size,
                 cfg.seq_len,
-                norm=norm_spec(self.norm, cfg.statistics),
+                norm=norm,
                 norm_position=self.position,
-                epsilon=self.epsilon,
+                epsilon=layered_epsilon(
+                    self.epsilon, cfg.deep_epsilon, self.num_layers
+                ),
                 **options,
             )
         if cfg.gamma_init != 1.0:
@@ -195,6 +220,8 @@ class PositionTrainer:
             logits = model(tokens, training=True)
             loss = weighted_cross_entropy(targets, logits, weights)
             scaled = _keras.scale_loss(self.optimizer, loss)
+        # The scale this step's loss was multiplied by (1 without scaling).
+        scale = _keras.loss_scale_value(self.optimizer)
         grads = tape.gradient(scaled, model.trainable_variables)
         grads = _keras.unscale_gradients(self.optimizer, grads)
         # Applied or skipped is the optimizer's decision; the norms are of
@@ -203,7 +230,7 @@ class PositionTrainer:
             self.optimizer, grads, model.trainable_variables
         )
         blocks = per_block_norms(unscaled, self.block_groups)
-        return loss, norm, blocks, applied
+        return loss, norm, blocks, applied, scale, weights_finite(model)
 
     def _evaluate(self, tokens, targets, weights):
         """(weighted token accuracy, weighted cross-entropy) on one batch."""
@@ -251,6 +278,12 @@ def train_run(trainer, variant, seed, task, logdir, log):
                 cfg.histogram_every,
             )
         )
+    if cfg.gradient_variance_batches:
+        actions.append(
+            gradient_variance_action(
+                trainer, task, seed, evaluate, weighted_cross_entropy
+            )
+        )
     # Last: the batch-statistics evaluation moves a batch norm's averages.
     measures = measurement_actions(trainer.model, task.eval_data, cfg.batch_size, steps)
     actions.extend(measures)
@@ -263,6 +296,7 @@ def train_run(trainer, variant, seed, task, logdir, log):
     writer.close()
     for action in actions[2:]:
         action.close()
+    measures += [a for a in actions if isinstance(a, GradientVariance)]
     seconds = time.time() - started
     run = {
         "variant": variant["name"],
@@ -309,7 +343,7 @@ def _step_function(trainer, task, rates, seed):
         rate = float(rates[step - 1])
         trainer.optimizer.learning_rate = rate
         started = time.perf_counter()
-        loss, grad_norm, blocks, applied = trainer.train_step(
+        loss, grad_norm, blocks, applied, scale, finite = trainer.train_step(
             *(tf.constant(part) for part in batch)
         )
         loss = float(loss)  # waits for the step
@@ -317,6 +351,8 @@ def _step_function(trainer, task, rates, seed):
             "loss": loss,
             "gradient_norm": float(grad_norm),
             "applied": bool(applied),
+            "loss_scale": float(scale),
+            "weights_finite": bool(finite),
             "learning_rate": rate,
             "batch": batch,
             "step_seconds": time.perf_counter() - started,

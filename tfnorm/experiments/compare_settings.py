@@ -25,6 +25,7 @@ from tfnorm.choices import (
     TEXT_UNITS,
     norms_help,
 )
+from tfnorm.experiments import claim_settings as claims
 from tfnorm.experiments import compare_readers as readers
 from tfnorm.experiments.compare_checks import (
     DEFAULT_EPSILON,
@@ -147,7 +148,6 @@ class CompareConfig(DeclaredSettings):
         "a constant added to every feature of the embeddings, a large shared "
         "offset LayerNorm's mean-centring removes and RMSNorm keeps",
         number(-1e4, 1e4),
-        workloads=("reverse", "mlm"),
     )
     preset: str = setting(
         "llama", MODEL, "the decoders' architecture (lm only): llama (RMSNorm's place, rotary "
@@ -169,6 +169,11 @@ class CompareConfig(DeclaredSettings):
         number(maximum=1.0, above=0.0), optional=True, metavar="INIT_STD",
         default_text="glorot_uniform kernels, N(0, 0.02) embeddings", workloads=LM,
     )  # fmt: skip
+    embedding_std: float | None = claims.EMBEDDING_STD
+    position_offset: float | None = claims.POSITION_OFFSET
+    deep_epsilon: float | None = claims.DEEP_EPSILON
+    batchnorm_padding: str | None = claims.BATCHNORM_PADDING_SETTING
+    batchnorm_momentum: float | None = claims.BATCHNORM_MOMENTUM
     variable_length: bool = setting(
         False,
         TASK,
@@ -251,6 +256,8 @@ class CompareConfig(DeclaredSettings):
         "steps (0: none)",
         NON_NEGATIVE,
     )
+    gradient_variance_batches: int | None = claims.GRADIENT_VARIANCE_BATCHES
+    gradient_variance_loss: float | None = claims.GRADIENT_VARIANCE_LOSS
     depths: tuple | None = setting(
         None,
         SWEEP,

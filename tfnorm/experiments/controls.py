@@ -9,6 +9,12 @@ Two settings change the model every norm works in:
   the stack's input, a large shared offset ("DC component") that
   LayerNorm's mean-centring removes and RMSNorm keeps.
 
+The embeddings are built here too (`embed_tokens`): their initial spread
+(`embedding_std`; small values give rows of near-zero variance, where a
+norm's epsilon matters) and, with `position_offset`, a per-position scalar
+added to every feature instead of a position embedding (`PositionOffset`):
+the only position signal, a "DC component" that carries information.
+
 Two claims need a norm tfnorm does not ship, to compare with (experiment-only
 control norms, outside the norm family):
 
@@ -73,8 +79,81 @@ def offset_inputs(inputs, offset):
     return keras.layers.Rescaling(1.0, offset=offset, name="input_offset")(inputs)
 
 
+def embed_tokens(tokens, vocab_size, seq_len, d_model, std=1.0, position_offset=None):
+    """The encoder tasks' embeddings of `tokens`, drawn from N(0, `std`).
+
+    Token + learned position embeddings (layer `embedding`); with a
+    `position_offset` A (a float, 0 included), token embeddings (layer
+    `embedding`) and `PositionOffset(A)` (layer `position_offset`) instead.
+    """
+    from tfnorm.models.encoder.text_layers import TokenAndPositionEmbedding
+
+    initializer = keras.initializers.RandomNormal(stddev=std)
+    if position_offset is None:
+        return TokenAndPositionEmbedding(
+            vocab_size,
+            seq_len,
+            d_model,
+            embeddings_initializer=initializer,
+            name="embedding",
+        )(tokens)
+    embedded = keras.layers.Embedding(
+        vocab_size, d_model, embeddings_initializer=initializer, name="embedding"
+    )(tokens)
+    return PositionOffset(position_offset, name="position_offset")(embedded)
+
+
+def layered_epsilon(epsilon, deep_epsilon, num_layers):
+    """The `epsilon` `build_encoder` takes: `epsilon` for every norm, or,
+    with a `deep_epsilon`, one value per block: `epsilon` for blocks 0 to
+    `num_layers // 2 - 1` (the shallow half), `deep_epsilon` from there up
+    (the final norm takes the last block's)."""
+    if deep_epsilon is None:
+        return epsilon
+    half = num_layers // 2
+    return [epsilon if index < half else deep_epsilon for index in range(num_layers)]
+
+
 def _register(cls):
     return keras.utils.register_keras_serializable(package="tfnorm_controls")(cls)
+
+
+@_register
+class PositionOffset(keras.layers.Layer):
+    """Adds a per-position scalar to every feature: the only position signal.
+
+    ```
+    y[b, p, :] = x[b, p, :] + amplitude * (2 p / (n - 1) - 1)    p = 0 .. n-1
+    ```
+
+    The offset runs from `-amplitude` at the first position to `+amplitude`
+    at the last (its mean over the positions is 0, so it adds no offset
+    shared by every token). It is a "DC component": the same value in every
+    feature of a token, which LayerNorm's mean-centring removes and RMSNorm
+    keeps, so a model can only tell positions apart through a norm that
+    keeps it.
+
+    Args:
+        amplitude: float, the offset at the last position.
+        **kwargs: base layer arguments.
+
+    Call arguments:
+        inputs: `(batch, n, features)`, n >= 2.
+    """
+
+    def __init__(self, amplitude, **kwargs):
+        super().__init__(**kwargs)
+        self.amplitude = float(amplitude)
+
+    def call(self, inputs):
+        ramp = tf.linspace(-1.0, 1.0, tf.shape(inputs)[1])
+        offset = tf.cast(self.amplitude * ramp, inputs.dtype)
+        return inputs + offset[None, :, None]
+
+    def get_config(self):
+        config = super().get_config()
+        config["amplitude"] = self.amplitude
+        return config
 
 
 @_register
@@ -123,6 +202,9 @@ class MaskedBatchNorm(BaseNormalization):
         axis: the feature axis. Defaults to `-1`.
         epsilon: added to the variance. Defaults to `1e-3` (Keras's).
         momentum: of the moving averages. Defaults to `0.99` (Keras's).
+        count_padding: bool, count the padded positions in the statistics
+            (the mask is not handed to Keras's layer) in every runtime.
+            Defaults to `False`: left out where Keras's layer takes a mask.
         **kwargs: base layer arguments.
 
     Call arguments:
@@ -135,9 +217,12 @@ class MaskedBatchNorm(BaseNormalization):
     #: Its statistics span positions: blocks pass it their padding mask.
     takes_padding_mask = True
 
-    def __init__(self, axis=-1, epsilon=1e-3, momentum=0.99, **kwargs):
+    def __init__(
+        self, axis=-1, epsilon=1e-3, momentum=0.99, count_padding=False, **kwargs
+    ):
         super().__init__(axis=axis, epsilon=epsilon, **kwargs)
         self.momentum = float(momentum)
+        self.count_padding = bool(count_padding)
 
     def build(self, input_shape):
         super().build(input_shape)
@@ -151,6 +236,8 @@ class MaskedBatchNorm(BaseNormalization):
         build_sublayer(self.batch_norm, input_shape)
 
     def call(self, inputs, training=None, mask=None):
+        if self.count_padding:
+            mask = None
         outputs = _keras.call_batch_norm(self.batch_norm, inputs, training, mask)
         return tf.cast(outputs, self.compute_dtype)
 
@@ -160,14 +247,22 @@ class MaskedBatchNorm(BaseNormalization):
     def get_config(self):
         config = super().get_config()
         config["momentum"] = self.momentum
+        config["count_padding"] = self.count_padding
         return config
 
 
-def norm_spec(norm, statistics="float32"):
+def norm_spec(norm, statistics="float32", momentum=None, padding=None):
     """What `tfnorm compare` hands `build_encoder` as `norm`: the family's
-    name, or one of the control classes above."""
+    name, or one of the control classes above (the batch norm's with its
+    `momentum`, and `padding` "counted" or "masked", when given)."""
     if norm == "batch":
-        return MaskedBatchNorm
+        if momentum is None and padding != "counted":
+            return MaskedBatchNorm
+        # An unbuilt layer: `build_encoder` builds one like it per norm.
+        options = {"count_padding": padding == "counted"}
+        if momentum is not None:
+            options["momentum"] = momentum
+        return MaskedBatchNorm(**options)
     if statistics == "compute":
         return ComputeDtypeLayerNorm
     return norm

@@ -18,7 +18,7 @@ Example:
 
 from __future__ import annotations
 
-import importlib
+from tfnorm._lazy_exports import lazy_exports
 
 _EXPORTS = {
     "PredictionError": "tfnorm.inference.prediction",
@@ -29,15 +29,4 @@ _EXPORTS = {
 
 __all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name):
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    module = importlib.import_module(_EXPORTS[name])
-    value = getattr(module, name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(_EXPORTS))
+__getattr__, __dir__ = lazy_exports(globals(), _EXPORTS)

@@ -14,7 +14,7 @@ imports the modules that register Keras objects.
 
 from __future__ import annotations
 
-import importlib
+from tfnorm._lazy_exports import lazy_exports
 
 _EXPORTS = {
     "AdamW": "tfnorm.optim.optimizers",
@@ -30,15 +30,4 @@ _EXPORTS = {
 
 __all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name):
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    module = importlib.import_module(_EXPORTS[name])
-    value = getattr(module, name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(_EXPORTS))
+__getattr__, __dir__ = lazy_exports(globals(), _EXPORTS)
