@@ -40,7 +40,7 @@ BOUNDARY = os.path.join(PACKAGE, "_keras")
 ALLOWED = {
     # TrainConfig's mark on the copy `resolve()` returns (not a dataclass
     # field, so copies and comparisons leave it out): tfnorm's own object.
-    ("tfnorm/training/config/declared.py", "_resolved_repr"),
+    ("tfnorm/settings/declared.py", "_resolved_repr"),
 }
 
 VERSION_FLAGS = {

@@ -18,7 +18,7 @@ from tfnorm.cli import flags
 from tfnorm.cli.main import build_parser, main
 from tfnorm.experiments import compare_experiment as warmup
 from tfnorm.experiments.compare_settings import CompareConfig
-from tfnorm.training.config.settings import ConfigError
+from tfnorm.settings.config_error import ConfigError
 
 TINY_FLAGS = [
     "--num-layers", "1",

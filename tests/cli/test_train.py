@@ -22,7 +22,7 @@ import pytest
 from tests.conftest import REPO
 from tfnorm.cli.flags import flag_name
 from tfnorm.cli.main import build_parser, main
-from tfnorm.training.config.settings import setting_of
+from tfnorm.settings.setting import setting_of
 from tfnorm.training.config.train_config import TrainConfig
 
 ISSUE_FLAGS = (

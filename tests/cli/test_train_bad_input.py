@@ -708,7 +708,8 @@ def test_a_classifier_flag_with_model_fn_is_refused_naming_the_flag(tmp_path, ca
         status,
         error,
         r"--num-layers \(config key num_layers\): num_layers applies to "
-        r"tfnorm's classifier only",
+        r"tfnorm's classifier and the language model of --task lm only; a "
+        r"model_fn model does not read it",
     )
 
 

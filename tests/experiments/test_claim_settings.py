@@ -8,7 +8,7 @@ import pytest
 from tfnorm import _keras
 from tfnorm.cli.main import main
 from tfnorm.experiments.compare_settings import CompareConfig
-from tfnorm.training.config.settings import ConfigError
+from tfnorm.settings.config_error import ConfigError
 
 PADDED_BATCH_NORM = {"norm": "batch", "variable_length": True}
 

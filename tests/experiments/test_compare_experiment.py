@@ -13,7 +13,7 @@ import pytest
 from tfnorm import _keras
 from tfnorm._keras import tf
 from tfnorm.experiments import compare_experiment as warmup
-from tfnorm.training.config.settings import ConfigError
+from tfnorm.settings.config_error import ConfigError
 
 TINY = {
     "num_layers": 2,

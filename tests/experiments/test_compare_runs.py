@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 
 def _config(**values):
@@ -79,6 +80,28 @@ def test_the_trainer_builds_the_controls_it_is_asked_for():
     trainer = PositionTrainer("post", _config(statistics="compute"), 5)
     norms = [layer for _, layer in find_norm_layers(trainer.model)]
     assert norms and all(isinstance(n, controls.ComputeDtypeLayerNorm) for n in norms)
+
+
+def test_the_optimizer_and_decoder_settings_reach_the_run():
+    # `tfnorm compare --task lm` takes the LM settings of `tfnorm train`.
+    from tfnorm._keras import tf
+    from tfnorm.experiments.compare_runs import PositionTrainer
+
+    cfg = _config(
+        task="lm", beta1=0.8, beta2=0.99, adam_epsilon=1e-7, preset="gpt2",
+        bias=False, init_std=0.02, feed_forward="gelu", norms=["layer"],
+    )  # fmt: skip
+    trainer = PositionTrainer("pre", cfg, 257)
+    config = trainer.optimizer.get_config()
+    # Keras 2.9 keeps them as float32.
+    assert [config["beta_1"], config["beta_2"]] == pytest.approx([0.8, 0.99])
+    assert config["epsilon"] == pytest.approx(1e-7)
+    names = [v.name for v in trainer.model.trainable_variables]
+    assert not [name for name in names if "bias" in name]
+    # gpt2: learned positions, a second embedding table beside the tokens'.
+    assert sum("embeddings" in name for name in names) == 2
+    embedding = trainer.model.trainable_variables[0]
+    assert 0.01 < float(tf.math.reduce_std(embedding)) < 0.03
 
 
 def test_the_step_says_when_a_weight_is_not_finite():

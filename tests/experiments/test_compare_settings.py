@@ -7,7 +7,7 @@ import pytest
 from tfnorm.cli.main import main
 from tfnorm.experiments.compare_experiment import variants
 from tfnorm.experiments.compare_settings import CompareConfig
-from tfnorm.training.config.settings import ConfigError
+from tfnorm.settings.config_error import ConfigError
 
 
 def test_the_controls_default_to_the_plain_experiment():
@@ -75,3 +75,23 @@ def test_bad_control_flags_are_one_line(tmp_path, capsys, argv, message):
     error = capsys.readouterr().err
     assert error.count("\n") == 1 and message in error
     assert not output_dir.exists()
+
+
+@pytest.mark.parametrize(
+    "values, key",
+    [({"preset": "gpt2"}, "preset"), ({"task": "mlm", "bias": False}, "bias"),
+     ({"init_std": 0.02}, "init_std"), ({"feed_forward": "gelu"}, "feed_forward")],
+)  # fmt: skip
+def test_a_decoder_setting_for_another_task_is_refused_naming_the_task(values, key):
+    with pytest.raises(
+        ConfigError, match=rf"^`{key}` applies to task 'lm' only"
+    ) as info:
+        CompareConfig.from_dict(values).resolve()
+    assert info.value.key == key
+
+
+def test_adams_settings_are_read_for_every_task():
+    config = CompareConfig.from_dict({"beta1": "0.8", "beta2": 0.95}).resolve()
+    assert (config.beta1, config.beta2, config.adam_epsilon) == (0.8, 0.95, 1e-9)
+    with pytest.raises(ConfigError, match="beta2=1.0"):
+        CompareConfig(beta2=1.0).resolve()

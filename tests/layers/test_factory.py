@@ -5,7 +5,7 @@ import pytest
 import tfnorm
 from tfnorm._keras import keras, keras_rms_normalization
 from tfnorm.layers import is_norm_layer
-from tfnorm.layers.factory import norm_from_spec
+from tfnorm.layers.factory import NormSpecError, norm_from_spec
 
 
 @pytest.mark.parametrize(
@@ -90,6 +90,22 @@ def test_the_rejection_names_the_callers_argument():
         ValueError, match=r"Unknown norm 'batch'.*Received: norm='batch'"
     ):
         norm_from_spec("batch", "norm")
+
+
+def test_the_error_carries_the_argument_it_blames():
+    # A caller reports the setting at fault from `argument`, not from the
+    # message's words: a config dict's own epsilon is the spec's fault.
+    cases = [
+        (("rms", "norm"), {"epsilon": -1.0}, "epsilon"),
+        (("batch", "norm"), {"epsilon": 1e-5}, "norm"),
+        ((keras.layers.serialize(keras.layers.LayerNormalization(epsilon=-1.0)), "norm"), {}, "norm"),
+        ((tfnorm.get_norm("rms"), "norm"), {"name": "n", "epsilon": -1.0}, "epsilon"),
+    ]  # fmt: skip
+    for args, overrides, blamed in cases:
+        with pytest.raises(NormSpecError) as info:
+            norm_from_spec(*args, **overrides)
+        assert info.value.argument == blamed, (args, overrides)
+        assert isinstance(info.value, ValueError)
 
 
 def test_every_kind_of_norm_spec_is_still_accepted():

@@ -10,9 +10,9 @@ import re
 import pytest
 
 from tfnorm.inference.prediction import PredictionError, Predictor
+from tfnorm.settings.config_error import ConfigError
 from tfnorm.training import train
 from tfnorm.training.config.config_file import load_config_file
-from tfnorm.training.config.settings import ConfigError
 from tfnorm.training.config.train_config import TrainConfig
 from tfnorm.training.data import DataError
 

@@ -76,7 +76,7 @@ def test_resume_refuses_checkpoints_of_another_label_set(tmp_path):
 
 
 def test_resume_refuses_another_val_split(tmp_path):
-    from tfnorm.training.config.settings import ConfigError
+    from tfnorm.settings.config_error import ConfigError
 
     data = write_reviews(tmp_path / "reviews.csv")
     train(tiny(tmp_path, data), stdout=io.StringIO())

@@ -17,7 +17,7 @@ import pytest
 
 from tests.conftest import run_python
 from tfnorm._keras import tf
-from tfnorm.training.config.settings import ConfigError
+from tfnorm.settings.config_error import ConfigError
 from tfnorm.training.config.train_config import TrainConfig
 from tfnorm.training.data import DataError
 from tfnorm.training.trainer import train

@@ -15,7 +15,8 @@ import sys
 
 from tfnorm.cli.flags import add_setting_flags, describe, fail, given_settings
 from tfnorm.experiments.compare_settings import CompareConfig
-from tfnorm.training.config.settings import ConfigError, creatable
+from tfnorm.settings.config_error import ConfigError
+from tfnorm.settings.readers import creatable
 
 DEFAULT_OUTPUT_DIR = os.path.join("runs", "compare")
 

@@ -1,8 +1,10 @@
 """Command-line flags generated from a dataclass of declared settings.
 
-A settings dataclass (`tfnorm.experiments.compare_settings.CompareConfig`;
-`tfnorm.training.config.train_config.TrainConfig` is declared the same way) declares each
-field with `tfnorm.training.config.settings.setting(...)`. `add_setting_flags`
+A settings dataclass (`tfnorm.training.config.train_config.TrainConfig`,
+`tfnorm.experiments.compare_settings.CompareConfig`,
+`tfnorm.inference.predict_settings.PredictSettings`,
+`tfnorm.inference.generate_settings.GenerateSettings`) declares each
+field with `tfnorm.settings.setting.setting(...)`. `add_setting_flags`
 turns the declarations into argparse flags that keep the raw strings
 (`argument_default=SUPPRESS`: a flag not given is absent), so the values are
 read and checked by the setting's own reader, the same code that checks a
@@ -18,7 +20,7 @@ import dataclasses
 import sys
 
 from tfnorm._errors import KeyedMessage, named_settings
-from tfnorm.training.config.settings import setting_of
+from tfnorm.settings.setting import setting_of
 
 
 def flag_name(key):
@@ -55,12 +57,15 @@ def add_setting_flags(parser, config_class, skip=()):
 def _add_flag(group, field, setting, config_class):
     flags = flags_of(field)
     if setting.action:
+        # An on/off flag takes no value; a repeated one ("append") does.
+        metavar = {"metavar": setting.metavar} if setting.action == "append" else {}
         group.add_argument(
             *flags,
             dest=field.name,
             action=setting.action,
             default=argparse.SUPPRESS,
             help=_escaped(with_flags(setting.help, config_class)),
+            **metavar,
         )
         return
     default = setting.default_text

@@ -1,9 +1,11 @@
 """`tfnorm generate`: text sampled from a language-model run.
 
-A thin layer over `tfnorm.inference.text_generation.TextGenerator`, with the
-input and output handling of `tfnorm predict` (the same `--file` reading,
-the same one-line errors, the same exit status when stdout stops taking
-output). Building the parser imports no TensorFlow.
+A thin layer over `tfnorm.inference.text_generation.TextGenerator`. The
+flags are generated from `GenerateSettings`'s declarations, as `tfnorm
+train`'s are from `TrainConfig`'s; the input and output handling is `tfnorm
+predict`'s (the same `--file` reading, the same one-line errors, the same
+exit status when stdout stops taking output). Building the parser imports
+no TensorFlow.
 
 Exit statuses: 0 printed every text; 2 bad arguments, an empty prompt, or a
 RUN_DIR that is not a language-model run or whose export is damaged (one
@@ -14,12 +16,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
 
-from tfnorm.cli.flags import fail, with_flags
+from tfnorm.cli.flags import add_setting_flags, fail, given_settings, with_flags
 from tfnorm.cli.predict import fail_output, read_text, write_lines
+from tfnorm.inference.generate_settings import GenerateSettings
+from tfnorm.settings.config_error import ConfigError
 from tfnorm.training.config.train_config import TrainConfig
 
 EPILOG = """\
@@ -57,6 +60,7 @@ def add_parser(subparsers):
         "while it trains.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
+        argument_default=argparse.SUPPRESS,
     )
     parser.add_argument(
         "run_dir",
@@ -64,63 +68,15 @@ def add_parser(subparsers):
         help="the run's --logdir, or a Hugging Face checkpoint directory",
     )
     parser.add_argument(
-        "prompts", metavar="PROMPT", nargs="*", help="texts to continue"
+        "prompts", metavar="PROMPT", nargs="*", default=[], help="texts to continue"
     )
     parser.add_argument(
         "--file",
         metavar="F",
+        default=None,
         help="also continue the whole text of F (UTF-8; - for stdin)",
     )
-    parser.add_argument(
-        "--max-new-tokens",
-        type=int,
-        metavar="N",
-        help="bytes to add to each prompt (default: up to the model's context)",
-    )
-    parser.add_argument(
-        "--temperature",
-        type=float,
-        default=1.0,
-        metavar="T",
-        help="divides the logits before sampling; 0 for the likeliest byte (default 1.0)",
-    )
-    parser.add_argument(
-        "--top-k",
-        type=int,
-        metavar="K",
-        help="sample among the K likeliest bytes (K >= 1; not with --top-p)",
-    )
-    parser.add_argument(
-        "--top-p",
-        type=float,
-        metavar="P",
-        help="sample among the likeliest bytes whose probability reaches P "
-        "(0 < P <= 1; not with --top-k)",
-    )
-    parser.add_argument(
-        "--num-samples",
-        type=int,
-        default=1,
-        metavar="N",
-        help="continuations of each prompt, with seeds S, S+1, ... (default 1)",
-    )
-    parser.add_argument(
-        "--stop",
-        action="append",
-        default=[],
-        metavar="TEXT",
-        help="end a continuation after TEXT (repeatable; the end-of-text byte "
-        "always ends one)",
-    )
-    parser.add_argument(
-        "--seed",
-        type=int,
-        metavar="S",
-        help="seed of the sampling (default: a random one)",
-    )
-    parser.add_argument(
-        "--json", action="store_true", help="print one JSON object per line"
-    )
+    add_setting_flags(parser, GenerateSettings)
     parser.set_defaults(func=run, extra_positionals="prompts")
 
 
@@ -156,14 +112,17 @@ def run(args):
                 f"PROMPT is not UTF-8 text (byte {error.start + 1} cannot be "
                 f"decoded); give the text in UTF-8. Received: PROMPT={raw!r}"
             )
-    error = _bad_number(args)
-    if error:
-        return _fail(error)
-    seed = args.seed
+    try:
+        settings = GenerateSettings.from_dict(
+            given_settings(args, GenerateSettings)
+        ).resolve()
+    except ConfigError as error:
+        return _fail(with_flags(error, GenerateSettings))
+    seed = settings.seed
     if seed is None:
         import random
 
-        seed = random.randrange(2**31 - 1 - args.num_samples)
+        seed = random.randrange(2**31 - 1 - settings.num_samples)
 
     from tfnorm.inference.text_generation import TextGenerator
     from tfnorm.training.rundir.reading import RunDirectoryError
@@ -172,12 +131,12 @@ def run(args):
         generator = TextGenerator(args.run_dir)
     except RunDirectoryError as error:
         return _fail(with_flags(error, TrainConfig))
-    jobs = [(p, seed + j) for p in prompts for j in range(args.num_samples)]
-    lines = (_one_text(generator, args, prompt, s) for prompt, s in jobs)
+    jobs = [(p, seed + j) for p in prompts for j in range(settings.num_samples)]
+    lines = (_one_text(generator, settings, prompt, s) for prompt, s in jobs)
     return write_lines("generate", lines, len(jobs), "texts")
 
 
-def _one_text(generator, args, prompt, seed):
+def _one_text(generator, settings, prompt, seed):
     """Generates one continuation; without --json, writes it as it comes
     and returns the empty rest of its line."""
     import warnings
@@ -192,7 +151,7 @@ def _one_text(generator, args, prompt, seed):
             f"{generator.max_len} bytes\n"
         )
     stream = None
-    if not args.json:
+    if not settings.json:
         sys.stdout.write(prompt)
         sys.stdout.flush()
 
@@ -204,38 +163,15 @@ def _one_text(generator, args, prompt, seed):
         warnings.simplefilter("ignore")  # the crop: said on stderr above
         text = generator.complete(
             prompt,
-            args.max_new_tokens,
-            temperature=args.temperature,
-            top_k=args.top_k,
-            top_p=args.top_p,
+            settings.max_new_tokens,
+            temperature=settings.temperature,
+            top_k=settings.top_k,
+            top_p=settings.top_p,
             seed=seed,
-            stop_strings=args.stop,
+            stop_strings=list(settings.stop),
             callback=stream,
         )
     if stream is not None:
         return ""
     record = {"prompt": prompt, "text": text[len(prompt) :], "seed": seed}
     return json.dumps(record, ensure_ascii=False)
-
-
-def _bad_number(args):
-    """The message for the first flag whose value cannot be used, built with
-    the flag's name (the checks `tfnorm.generate` makes of its arguments,
-    made here first so that the message names the flag), or None."""
-    if args.top_k is not None and args.top_p is not None:
-        return (
-            "--top-k and --top-p choose two different samplers; give one. "
-            f"Received: --top-k={args.top_k}, --top-p={args.top_p:g}"
-        )
-    checks = (
-        ("--num-samples", args.num_samples, "at least 1", lambda n: n >= 1),
-        ("--max-new-tokens", args.max_new_tokens, "at least 1", lambda n: n >= 1),
-        ("--top-k", args.top_k, "an integer >= 1", lambda k: k >= 1),
-        ("--top-p", args.top_p, "a number in (0, 1]", lambda p: 0 < p <= 1),
-        ("--temperature", args.temperature, "a number >= 0", lambda t: 0 <= t),
-    )
-    for flag, value, wanted, fits in checks:
-        if value is not None and not (math.isfinite(value) and fits(value)):
-            shown = f"{value:g}" if isinstance(value, float) else value
-            return f"{flag} must be {wanted}. Received: {flag}={shown}"
-    return None

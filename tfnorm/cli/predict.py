@@ -1,7 +1,9 @@
 """`tfnorm predict`: classifies texts with the exported model of a finished run.
 
-A thin layer over `tfnorm.inference.prediction.Predictor`. Building the
-parser imports no TensorFlow; the model is loaded when the command runs.
+A thin layer over `tfnorm.inference.prediction.Predictor`, its flags
+generated from `PredictSettings`'s declarations (as `tfnorm train`'s from
+`TrainConfig`'s). Building the parser imports no TensorFlow; the model is
+loaded when the command runs.
 
 Exit statuses: 0 printed every prediction; 2 bad arguments, no usable
 export in RUN_DIR (missing, damaged, of another run, or a run of the user's
@@ -17,7 +19,9 @@ import json
 import os
 import sys
 
-from tfnorm.cli.flags import fail, with_flags
+from tfnorm.cli.flags import add_setting_flags, fail, given_settings, with_flags
+from tfnorm.inference.predict_settings import PredictSettings
+from tfnorm.settings.config_error import ConfigError
 from tfnorm.training.config.train_config import TrainConfig
 
 EPILOG = """\
@@ -58,37 +62,20 @@ def add_parser(subparsers):
         "`tfnorm train --data ...` run exported to its logdir.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
+        argument_default=argparse.SUPPRESS,
     )
     parser.add_argument("run_dir", metavar="RUN_DIR", help="the run's --logdir")
-    parser.add_argument("texts", metavar="TEXT", nargs="*", help="texts to classify")
+    parser.add_argument(
+        "texts", metavar="TEXT", nargs="*", default=[], help="texts to classify"
+    )
     parser.add_argument(
         "--file",
         metavar="F",
+        default=None,
         help="also classify each non-blank line of F (UTF-8; - for stdin)",
     )
-    parser.add_argument(
-        "--json", action="store_true", help="print one JSON object per line"
-    )
-    parser.add_argument(
-        "--batch-size",
-        type=_positive,
-        default=256,
-        metavar="N",
-        help="texts per model call (default 256)",
-    )
+    add_setting_flags(parser, PredictSettings)
     parser.set_defaults(func=run, extra_positionals="texts")
-
-
-def _positive(value):
-    try:
-        number = int(value)
-    except ValueError:
-        number = 0
-    if number < 1:
-        raise argparse.ArgumentTypeError(
-            f"must be a positive integer. Received: {value!r}"
-        )
-    return number
 
 
 def _fail(message):
@@ -162,6 +149,13 @@ def run(args):
             "(see tfnorm predict --help)"
         )
 
+    try:
+        settings = PredictSettings.from_dict(
+            given_settings(args, PredictSettings)
+        ).resolve()
+    except ConfigError as error:
+        return _fail(with_flags(error, PredictSettings))
+
     from tfnorm.inference.prediction import PredictionError, Predictor
 
     try:
@@ -169,8 +163,8 @@ def run(args):
     except PredictionError as error:
         # The run's settings it names are `tfnorm train` flags.
         return _fail(with_flags(error, TrainConfig))
-    results = predictor.predict(texts, batch_size=args.batch_size)
-    return write_results(results, args.json)
+    results = predictor.predict(texts, batch_size=settings.batch_size)
+    return write_results(results, settings.json)
 
 
 def write_results(results, as_json):

@@ -28,9 +28,10 @@ import sys
 
 from tfnorm.choices import LANGUAGE_MODEL_TASK
 from tfnorm.cli.flags import add_setting_flags, describe, fail
-from tfnorm.training.config.checks import same_file
+from tfnorm.settings.config_error import ConfigError
+from tfnorm.settings.setting import setting_of
 from tfnorm.training.config.config_file import load_config_file
-from tfnorm.training.config.settings import ConfigError, setting_of
+from tfnorm.training.config.path_checks import same_file
 from tfnorm.training.config.train_config import TrainConfig
 from tfnorm.training.config.train_defaults import DEFAULT_VAL_SPLIT
 

@@ -23,13 +23,9 @@ compare --help` answers at once.
 from __future__ import annotations
 
 from tfnorm._errors import setting_key
-from tfnorm.training.config.settings import (
-    ConfigError,
-    choice,
-    integer,
-    number,
-    setting,
-)
+from tfnorm.settings.config_error import ConfigError
+from tfnorm.settings.readers import choice, integer, number
+from tfnorm.settings.setting import setting
 
 # The `--help` sections, as `compare_settings` names them.
 MODEL = "model"

@@ -17,7 +17,8 @@ from tfnorm.choices import (
     norm_choice,
     spelled_out,
 )
-from tfnorm.training.config.settings import ConfigError, integer, number
+from tfnorm.settings.config_error import ConfigError
+from tfnorm.settings.readers import integer, number
 
 
 def seeds(key, value):

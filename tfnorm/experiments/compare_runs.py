@@ -153,11 +153,11 @@ class PositionTrainer:
         self.block_groups = block_variable_groups(
             self.model, stack_blocks(self.encoder)
         )
-        # The calibrated setting: Adam with beta_2 0.98, no clipping (clipping
-        # hides the Post-LN instability) and no weight decay.
+        # The calibrated setting by default: Adam with beta_2 0.98, no
+        # clipping (clipping hides the Post-LN instability), no weight decay.
+        adam = {"beta_1": cfg.beta1, "beta_2": cfg.beta2, "epsilon": cfg.adam_epsilon}
         self.optimizer = wrap_for_mixed_precision(
-            make_optimizer("adam", cfg.learning_rate, beta_2=0.98, epsilon=1e-9),
-            cfg.mixed_precision,
+            make_optimizer("adam", cfg.learning_rate, **adam), cfg.mixed_precision
         )
         _keras.build_optimizer(self.optimizer, self.model.trainable_variables)
         # A run starts from this state: zero moments, the initial loss scale.
@@ -171,7 +171,15 @@ class PositionTrainer:
         cfg = self.cfg
         build, options = build_model, encoder_options(cfg, self.pad_id)
         if cfg.task == "lm":
-            build, options = build_decoder_model, {}
+            build, options = (
+                build_decoder_model,
+                {
+                    "preset": cfg.preset,
+                    "feed_forward": cfg.feed_forward,
+                    "use_bias": cfg.bias,
+                    "init_std": cfg.init_std,
+                },
+            )
             if cfg.embedding_std is not None:
                 options["embeddings_initializer"] = keras.initializers.RandomNormal(
                     stddev=cfg.embedding_std

@@ -1,6 +1,6 @@
 """`CompareConfig`: every setting of the `tfnorm compare` experiment, declared once.
 
-Each field carries a `tfnorm.training.config.settings.Setting` (help, group, how a
+Each field carries a `tfnorm.settings.setting.Setting` (help, group, how a
 value is read and checked), the same declarations `tfnorm train`'s
 `TrainConfig` uses: `tfnorm compare`'s flags are generated from them
 (`tfnorm.cli.flags`), and a flag's string and a notebook's Python value go
@@ -18,25 +18,29 @@ import dataclasses
 from tfnorm._checks import FLOAT32_MAX
 from tfnorm._errors import setting_key
 from tfnorm.choices import (
-    COMPARE_CONTROL_NORMS,
     COMPARE_STATISTICS,
     COMPARE_TASKS,
-    NORMS,
+    DECODER_FEED_FORWARDS,
+    DECODER_PRESET_NORMS,
     TEXT_UNITS,
     norms_help,
 )
 from tfnorm.experiments import claim_settings as claims
 from tfnorm.experiments import compare_readers as readers
-from tfnorm.training.config.declared import DeclaredSettings
-from tfnorm.training.config.settings import (
-    ConfigError,
-    boolean,
-    choice,
-    integer,
-    number,
-    setting,
+from tfnorm.experiments.compare_checks import (
+    DEFAULT_EPSILON,
+    DEFAULT_WARMUP_FRACTION,
+    LM_NORMS,
+    MAX_WARMUP_FRACTION,
+    finish_settings,
 )
+from tfnorm.settings.config_error import ConfigError
+from tfnorm.settings.declared import DeclaredSettings
+from tfnorm.settings.readers import boolean, choice, integer, number
+from tfnorm.settings.setting import setting, setting_of, unread_given
 
+#: The settings of the decoder experiment only (`Setting.workloads`: the tasks).
+LM = ("lm",)
 TASK = "task"
 MODEL = "model"
 TRAINING = "training"
@@ -46,28 +50,6 @@ RUNTIME = "runtime"
 
 POSITIVE = integer(1)
 NON_NEGATIVE = integer(0)
-
-#: The longest warm-up, as a fraction of the run: the peak rate must be
-#: trained at for most of the run, or "warm-up helps" cannot be told apart
-#: from "a lower learning rate helps".
-MAX_WARMUP_FRACTION = 0.3
-
-#: The warm-up length when `warmup_steps` is unset, as a fraction of the run.
-DEFAULT_WARMUP_FRACTION = 0.2
-#: The norms' epsilon: the Transformer setting (PyTorch and keras-hub use it too).
-DEFAULT_EPSILON = 1e-5
-
-#: Per-task values of the settings left unset (None).
-TASK_SIZES = {
-    "reverse": {"vocab_size": 10, "seq_len": 12, "batch_size": 32, "eval_size": 512},
-    "mlm-char": {"vocab_size": 48, "seq_len": 64, "batch_size": 32, "eval_size": 512},
-    "mlm-word": {"vocab_size": 1000, "seq_len": 32, "batch_size": 32, "eval_size": 512},
-    "lm": {"seq_len": 64, "batch_size": 16, "eval_size": 64},
-}
-#: The norms the decoder experiment compares at Pre-LN when `norms` is unset.
-LM_NORMS = ("layer", "rms", "dyt")
-#: The longest context of the decoder experiment.
-MAX_LM_SEQ_LEN = 4096
 
 
 @dataclasses.dataclass
@@ -96,6 +78,7 @@ class CompareConfig(DeclaredSettings):
         choice(TEXT_UNITS),
         optional=True,
         default_text="char for mlm",
+        workloads=("mlm",),
     )
     vocab_size: int | None = setting(
         None,
@@ -141,6 +124,7 @@ class CompareConfig(DeclaredSettings):
         readers.norm_names,
         optional=True,
         metavar="NORM",
+        workloads=LM,
         default_text=" ".join(LM_NORMS) + " for lm (layer with statistics compute)",
     )
     epsilon: float | None = setting(
@@ -165,6 +149,26 @@ class CompareConfig(DeclaredSettings):
         "offset LayerNorm's mean-centring removes and RMSNorm keeps",
         number(-1e4, 1e4),
     )
+    preset: str = setting(
+        "llama", MODEL, "the decoders' architecture (lm only): llama (RMSNorm's place, rotary "
+        "positions, SwiGLU, no biases) or gpt2 (learned positions, GELU, biases, tied head); "
+        f"{setting_key('norm')} and the settings below override it", choice(tuple(DECODER_PRESET_NORMS)),
+        workloads=LM,
+    )  # fmt: skip
+    feed_forward: str | None = setting(
+        None, MODEL, "the decoders' feed-forward network (lm only): swiglu, gelu, gelu_tanh or relu",
+        choice(DECODER_FEED_FORWARDS), optional=True, default_text="its preset's", workloads=LM,
+    )  # fmt: skip
+    bias: bool | None = setting(
+        None, MODEL, "biases in the decoders' attention and feed-forward layers (lm only; true or false)",
+        boolean, optional=True, metavar="{true,false}", default_text="its preset's", workloads=LM,
+    )  # fmt: skip
+    init_std: float | None = setting(
+        None, MODEL, "draw the decoders' kernels and embeddings from N(0, INIT_STD), the kernels "
+        "writing into the residual stream scaled by 1/sqrt(2 * num_layers), as GPT-2 (0.02; lm only)",
+        number(maximum=1.0, above=0.0), optional=True, metavar="INIT_STD",
+        default_text="glorot_uniform kernels, N(0, 0.02) embeddings", workloads=LM,
+    )  # fmt: skip
     embedding_std: float | None = claims.EMBEDDING_STD
     position_offset: float | None = claims.POSITION_OFFSET
     deep_epsilon: float | None = claims.DEEP_EPSILON
@@ -179,6 +183,7 @@ class CompareConfig(DeclaredSettings):
         boolean,
         flags=("--variable-length",),
         action="store_true",
+        workloads=("reverse",),
     )
     batch_size: int | None = setting(
         None,
@@ -195,6 +200,17 @@ class CompareConfig(DeclaredSettings):
         "peak learning rate (Adam)",
         number(maximum=FLOAT32_MAX, above=0.0),
     )
+    beta1: float = setting(
+        0.9, TRAINING, "Adam's decay rate of the gradient mean", number(0.0, below=1.0)
+    )  # fmt: skip
+    beta2: float = setting(
+        0.98, TRAINING, "Adam's decay rate of the squared gradient (the calibrated "
+        "Transformer setting; language models often use 0.95 or 0.99)", number(0.0, below=1.0),
+    )  # fmt: skip
+    adam_epsilon: float = setting(
+        1e-9, TRAINING, "Adam's stabiliser added to the root of the squared gradient",
+        number(maximum=FLOAT32_MAX, above=0.0),
+    )  # fmt: skip
     warmup_steps: int | None = setting(
         None,
         TRAINING,
@@ -289,112 +305,19 @@ class CompareConfig(DeclaredSettings):
     SETTING_NOUN = "comparison setting"
 
     def _finish(self, values):
-        sizes = values["task"]
-        if sizes == "mlm":
-            values["text_unit"] = values["text_unit"] or "char"
-            sizes = f"mlm-{values['text_unit']}"
-        elif values["text_unit"] is not None:
-            # Only mlm reads text in units; the others would ignore it.
+        given = dict(values)
+        finish_settings(values)
+        # Each task is a workload: a setting its task does not read is
+        # refused (the checks above say more for the older ones).
+        field = unread_given(type(self), given, given["task"])
+        if field is not None:
+            tasks = " or ".join(repr(t) for t in setting_of(field).workloads)
             raise ConfigError(
-                "text_unit",
-                "`text_unit` chooses the units of task 'mlm' only (lm reads "
-                "bytes, reverse makes symbols). Received: "
-                f"text_unit={values['text_unit']!r} with task={values['task']!r}",
+                field.name,
+                f"`{field.name}` applies to task {tasks} only. Received: "
+                f"{field.name}={given[field.name]!r} with task={given['task']!r}",
             )
-        for key, size in TASK_SIZES[sizes].items():
-            if values[key] is None:
-                values[key] = size
-        readers.check_controls(values)
-        if sizes == "lm":
-            _finish_lm(values)
-        elif values["norms"] is not None:
-            raise ConfigError(
-                "norms",
-                "`norms` compares norms in the decoder experiment (task 'lm') "
-                f"only. Received: norms={list(values['norms'])!r} with "
-                f"task={values['task']!r}",
-            )
-        _finish_epsilon(values)
-        claims.check_claim_settings(values)
-        if values["warmup_steps"] is None:
-            values["warmup_steps"] = max(
-                1, int(DEFAULT_WARMUP_FRACTION * values["steps"])
-            )
-        longest = max(1, int(MAX_WARMUP_FRACTION * values["steps"]))
-        if values["warmup_steps"] > longest:
-            raise ConfigError(
-                "warmup_steps",
-                f"`warmup_steps` must be at most {MAX_WARMUP_FRACTION:.0%} of "
-                f"`steps` ({longest}), so that the warm-up ends well before the "
-                f"run does. Received: warmup_steps={values['warmup_steps']!r} "
-                f"with steps={values['steps']!r}",
-            )
-        too_long = [v for v in values["variants"] or () if v[1] >= values["steps"]]
-        if too_long:
-            raise ConfigError(
-                "variants",
-                "A variant's warm-up must be shorter than `steps` "
-                f"({values['steps']}). Received: variants={too_long!r}",
-            )
-        if values["d_model"] % values["num_heads"]:
-            raise ConfigError(
-                "num_heads",
-                "`d_model` must be divisible by `num_heads`. Received: "
-                f"d_model={values['d_model']}, num_heads={values['num_heads']}",
-            )
-
-
-def _finish_epsilon(values):
-    """The default epsilon where the norm divides by a statistic; a control's
-    (Keras's own layer) is not checked against tfnorm's range."""
-    control = values["norm"] in COMPARE_CONTROL_NORMS
-    takes_epsilon = control or NORMS[values["norm"]].takes_epsilon
-    if values["epsilon"] is None and takes_epsilon:
-        values["epsilon"] = DEFAULT_EPSILON
-    elif values["epsilon"] is not None and not takes_epsilon:
-        raise ConfigError(
-            "epsilon",
-            f"`norm` {values['norm']!r} divides by no statistic, so it takes "
-            f"no `epsilon`. Received: epsilon={values['epsilon']!r}",
-        )
-    if takes_epsilon and not control:
-        _check_epsilon(values["norm"], values["epsilon"])
-
-
-def _finish_lm(values):
-    from tfnorm.training.data.byte_text import VOCAB_SIZE
-
-    if values["vocab_size"] not in (None, VOCAB_SIZE):
-        raise ConfigError(
-            "vocab_size",
-            f"task 'lm' reads bytes: its vocabulary is {VOCAB_SIZE} tokens "
-            "(256 bytes and end-of-text) and takes no `vocab_size`. Received: "
-            f"vocab_size={values['vocab_size']!r} with task='lm'",
-        )
-    values["vocab_size"] = VOCAB_SIZE
-    if values["seq_len"] > MAX_LM_SEQ_LEN:
-        raise ConfigError(
-            "seq_len",
-            f"`seq_len` must be at most {MAX_LM_SEQ_LEN} for task 'lm', so that "
-            "the held-out text (about 46,000 bytes) holds several windows. "
-            f"Received: seq_len={values['seq_len']!r}",
-        )
-    if values["norms"] is None:
-        # The LayerNorm control replaces every norm: no other norm to compare.
-        compute = values["statistics"] == "compute"
-        values["norms"] = ("layer",) if compute else LM_NORMS
 
 
 #: The default of every setting, by name (what `--help` shows).
 DEFAULTS = {field.name: field.default for field in dataclasses.fields(CompareConfig)}
-
-
-def _check_epsilon(norm, epsilon):
-    """The norm's own range for `epsilon` (float32 statistics), checked by
-    building the norm now rather than when the first variant's model is."""
-    from tfnorm.layers.factory import norm_from_spec
-
-    try:
-        norm_from_spec(norm, "norm", epsilon=epsilon)
-    except ValueError as error:
-        raise ConfigError("epsilon", str(error)) from None

@@ -53,12 +53,43 @@ def get_norm(spec="layer", **overrides):
     return norm_from_spec(spec, "spec", **overrides)
 
 
+class NormSpecError(ValueError, TypeError):
+    """A norm spec, or an override of it, that makes no norm layer (a
+    ValueError, and a TypeError where a layer's `from_config` raised one).
+
+    `argument` names the argument to blame: the caller's name for the spec
+    (`norm_from_spec`'s `argument`), or the override whose value the layer
+    refused (e.g. `"epsilon"`), so that a caller reports the right setting
+    without reading the message.
+    """
+
+    def __init__(self, message, argument):
+        super().__init__(message)
+        self.argument = argument
+
+
 def norm_from_spec(spec, argument, **overrides):
     """`get_norm(spec, **overrides)` for a caller whose own argument is
-    called `argument` (e.g. `"norm"`), which its error messages then name."""
+    called `argument` (e.g. `"norm"`), which its error messages then name.
+
+    Raises:
+        NormSpecError: a spec or override that makes no norm; its
+            `argument` is `argument`, or the override's name when the spec
+            alone makes a norm but not with that override.
+    """
     overrides = {
         k: v for k, v in overrides.items() if not (k == "epsilon" and v is None)
     }
+    try:
+        return _norm_from_spec(spec, argument, overrides)
+    except NormSpecError:
+        raise
+    except (ValueError, TypeError) as error:
+        blamed = _blamed_override(spec, argument, overrides)
+        raise NormSpecError(str(error), blamed or argument) from None
+
+
+def _norm_from_spec(spec, argument, overrides):
     if isinstance(spec, str):
         found = norm_by_name(spec)
         if found is None:
@@ -79,6 +110,21 @@ def norm_from_spec(spec, argument, **overrides):
     raise _unknown(spec, argument)
 
 
+def _blamed_override(spec, argument, overrides):
+    """The override the layer refused, when the spec alone makes a norm:
+    the first one that fails on its own (None: the spec is to blame)."""
+    try:
+        _norm_from_spec(spec, argument, {})
+    except (ValueError, TypeError):
+        return None
+    for key, value in overrides.items():
+        try:
+            _norm_from_spec(spec, argument, {key: value})
+        except (ValueError, TypeError):
+            return key
+    return None
+
+
 def norm_takes_epsilon(spec):
     """Whether the norm `spec` names divides by a row statistic and so takes
     an `epsilon` (an unknown spec answers True and fails where it is built)."""
@@ -93,9 +139,10 @@ def norm_takes_epsilon(spec):
 
 
 def _unknown(spec, argument):
-    return ValueError(
+    return NormSpecError(
         f"Unknown norm {spec!r}. Choose one of: {_choices()}. "
-        f"Received: {argument}={spec!r}"
+        f"Received: {argument}={spec!r}",
+        argument,
     )
 
 
@@ -103,22 +150,24 @@ def _checked(layer_or_class, spec, argument):
     """`layer_or_class` if it is a normalisation layer (or class); else raises."""
     cls = layer_or_class if isinstance(layer_or_class, type) else type(layer_or_class)
     if not issubclass(cls, _norm_classes()):
-        raise ValueError(
+        raise NormSpecError(
             f"`{argument}` must describe a normalisation layer (tfnorm's "
             f"{spelled_out(c.__name__ for c in registered_norms().values())}, "
             "another BaseNormalization subclass, or Keras's own "
             f"{' or '.join(c.__name__ for c in keras_norm_classes())}); "
-            f"{cls.__name__} is not one. Received: {argument}={spec!r}"
+            f"{cls.__name__} is not one. Received: {argument}={spec!r}",
+            argument,
         )
     return layer_or_class
 
 
 def _from_config_dict(spec, overrides, argument):
     if "class_name" not in spec:
-        raise ValueError(
+        raise NormSpecError(
             f"A norm config dict needs 'class_name' and 'config' keys, as "
             f"keras.layers.serialize writes them. Choose one of: {_choices()}. "
-            f"Received: {argument}={spec!r}"
+            f"Received: {argument}={spec!r}",
+            argument,
         )
     config = dict(spec.get("config") or {})
     config.update(overrides)

@@ -57,7 +57,7 @@ from tfnorm._errors import (
     one_line,
     output_reason,
 )
-from tfnorm.training.config.settings import ConfigError
+from tfnorm.settings.config_error import ConfigError
 from tfnorm.training.config.train_config import TrainConfig
 from tfnorm.training.data import DataError
 from tfnorm.training.loop import actions, reporting, signals

@@ -14,7 +14,7 @@ from tfnorm._keras import tf
 from tfnorm.experiments import compare_experiment as warmup
 from tfnorm.experiments.compare_settings import CompareConfig
 from tfnorm.experiments.tasks import lm as lm_task
-from tfnorm.training.config.settings import ConfigError
+from tfnorm.settings.config_error import ConfigError
 from tfnorm.training.data import byte_text
 
 TINY = {

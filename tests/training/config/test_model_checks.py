@@ -48,7 +48,7 @@ def test_a_setting_the_checkpoint_fixes_is_refused_naming_its_flag(
 def test_every_model_setting_is_either_fixed_by_the_checkpoint_or_applied():
     import dataclasses
 
-    from tfnorm.training.config.settings import setting_of
+    from tfnorm.settings.setting import setting_of
     from tfnorm.training.config.train_config import TrainConfig
     from tfnorm.training.config.train_defaults import MODEL
 

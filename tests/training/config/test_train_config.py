@@ -6,18 +6,14 @@ import dataclasses
 
 import pytest
 
-from tfnorm.training.config.config_file import load_config_file
-from tfnorm.training.config.settings import (
-    ANY_MODEL,
-    CLASSIFIER,
+from tfnorm.settings.config_error import ConfigError
+from tfnorm.settings.setting import (
     FIXED,
     FREE,
-    LANGUAGE_MODEL,
     LOGGED,
-    MODEL_FN_ONLY,
-    ConfigError,
     setting_of,
 )
+from tfnorm.training.config.config_file import load_config_file
 from tfnorm.training.config.train_config import TrainConfig
 
 KEYS = {field.name for field in dataclasses.fields(TrainConfig)}
@@ -33,18 +29,10 @@ def test_every_field_is_declared_with_help_and_a_group():
         assert setting.help and setting.group, field.name
 
 
-def test_every_setting_says_what_a_resume_may_do_with_it_and_which_models_read_it():
-    # A new setting that declares neither would be compared on resume, or
-    # silently ignored by a model_fn model, by accident.
+def test_every_setting_says_what_a_resume_may_do_with_it():
+    # A new setting that declares none would be compared on resume by accident.
     for field in dataclasses.fields(TrainConfig):
-        setting = setting_of(field)
-        assert setting.resume in (FIXED, LOGGED, FREE), field.name
-        assert setting.scope in (
-            ANY_MODEL,
-            CLASSIFIER,
-            MODEL_FN_ONLY,
-            LANGUAGE_MODEL,
-        ), field.name
+        assert setting_of(field).resume in (FIXED, LOGGED, FREE), field.name
 
 
 @pytest.mark.parametrize("key, value", [("num_layers", 4), ("norm", "rms")])

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from tfnorm.training.config.settings import ConfigError
+from tfnorm.settings.config_error import ConfigError
 from tfnorm.training.rundir import outputs
 from tfnorm.training.rundir.paths import RunPaths
 

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from tfnorm.training.config.settings import ConfigError
+from tfnorm.settings.config_error import ConfigError
 from tfnorm.training.config.train_config import TrainConfig
 from tfnorm.training.rundir.paths import CHIEF, WORKER, RunPaths
 

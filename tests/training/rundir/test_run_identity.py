@@ -7,7 +7,7 @@ import os
 import pytest
 
 from tfnorm._safe_io import file_sha256
-from tfnorm.training.config.settings import ConfigError
+from tfnorm.settings.config_error import ConfigError
 from tfnorm.training.config.train_config import TrainConfig
 from tfnorm.training.rundir import run_identity
 from tfnorm.training.rundir.paths import RunPaths

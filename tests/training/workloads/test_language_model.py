@@ -22,7 +22,7 @@ from tests.training.test_trainer import (
     run,
 )
 from tfnorm._keras import keras, tf
-from tfnorm.training.config.settings import ConfigError
+from tfnorm.settings.config_error import ConfigError
 
 
 def corpus_text(size=12000):

@@ -19,7 +19,7 @@ from tests.conftest import REPO, run_python
 from tests.training import user_faults, user_module
 from tfnorm import _keras
 from tfnorm._keras import tf
-from tfnorm.training.config.settings import ConfigError
+from tfnorm.settings.config_error import ConfigError
 from tfnorm.training.data import DataError
 from tfnorm.training.trainer import train
 from tfnorm.training.workloads.user_code import UserCodeError

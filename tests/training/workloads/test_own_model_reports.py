@@ -15,7 +15,7 @@ import sys
 import pytest
 
 from tfnorm._keras import tf
-from tfnorm.training.config.settings import ConfigError
+from tfnorm.settings.config_error import ConfigError
 from tfnorm.training.trainer import train
 
 MODULE = """

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from tfnorm.training.config.settings import ConfigError
+from tfnorm.settings.config_error import ConfigError
 from tfnorm.training.workloads.user_code import (
     UserCodeError,
     call,

@@ -5,7 +5,8 @@ which ships with CPython: each topic's UTF-8 bytes followed by the
 end-of-text token, topics in sorted order, read as `tfnorm train --task lm`
 reads files (`tfnorm.training.data.byte_text`: 257 token ids, nothing
 fitted or downloaded). The model is `tfnorm.build_decoder` with the
-"llama" preset's layout (rotary positions, SwiGLU, no biases) and the
+"llama" preset's layout (rotary positions, SwiGLU, no biases) unless
+`preset`, `feed_forward`, `bias` or `init_std` say otherwise, and the
 experiment's norm and placement, without dropout.
 
 * split: the last `HELD_OUT_FRACTION` of the token stream is held out, by
@@ -43,7 +44,7 @@ from tfnorm.training.data import byte_text
 HELD_OUT_FRACTION = 0.1
 #: Held-out windows per call when the whole held-out text is evaluated.
 FINAL_BATCH = 256
-#: The `build_decoder` preset whose layout every decoder of the experiment has.
+#: The `build_decoder` preset of the experiment's decoders unless `preset` says another.
 PRESET = "llama"
 
 
@@ -83,7 +84,9 @@ def build_decoder_model(
 ):
     """A `tfnorm.build_decoder` causal language model without dropout.
 
-    `options` are `norm`, `norm_position` and `epsilon` (left out when None).
+    `options` are `build_decoder`'s `norm`, `norm_position`, `epsilon`,
+    `preset` (`PRESET` when left out), `feed_forward`, `use_bias` and
+    `init_std` (each left out when None: the preset's).
 
     Returns:
         `(model, model)`: the model, and the layer holding its `block_*`
@@ -92,6 +95,7 @@ def build_decoder_model(
     from tfnorm.models import build_decoder
 
     options = {key: value for key, value in options.items() if value is not None}
+    options.setdefault("preset", PRESET)
     model = build_decoder(
         num_layers,
         d_model,
@@ -99,7 +103,6 @@ def build_decoder_model(
         dff,
         vocab_size=vocab_size,
         max_len=seq_len,
-        preset=PRESET,
         dropout_rate=0.0,
         **options,
     )

@@ -1,10 +1,12 @@
 """The checks of `TrainConfig.resolve` that involve several settings.
 
-Each setting reads and checks its own value (`tfnorm.training.config.settings`);
+Each setting reads and checks its own value (`tfnorm.settings.readers`,
+`tfnorm.training.config.readers`);
 these are the rules no single value decides: exactly one data
 source, a validation split only of a file, the synthetic tasks' needs, a
-model and a step that fit in memory, a norm spec with its epsilon, and a log
-file that is neither a link, nor a data file, nor the user's module. Each
+model and a step that fit in memory (`model_checks`), a norm spec with its
+epsilon, and a log file that is neither a link, nor a data file, nor the
+user's module (`path_checks`). Each
 failure is a `ConfigError` naming the key to change.
 
 Like the rest of `config`, this module must not import TensorFlow at import time.
@@ -12,66 +14,15 @@ Like the rest of `config`, this module must not import TensorFlow at import time
 
 from __future__ import annotations
 
-import dataclasses
 import os
-import sys
 
 from tfnorm._checks import check_heads
 from tfnorm._errors import setting_key
 from tfnorm.choices import DECODER_PRESET_NORMS, LANGUAGE_MODEL_TASK, SYNTHETIC_TASKS
-from tfnorm.training.config.model_checks import (
-    SYNTHETIC_VOCAB,
-    check_model_size,
-    check_norm,
-)
-from tfnorm.training.config.settings import (
-    CLASSIFIER,
-    LANGUAGE_MODEL,
-    ConfigError,
-    setting_of,
-)
-
-#: Settings of tfnorm's classifier that a language model has no use for.
-CLASSIFIER_ONLY = ("num_examples", "vocab_size", "num_classes", "pooling", "val_data")
-
-
-def check_scope(values, config_class):
-    """A setting given a value other than its default for a model that does
-    not read it is refused: with `model_fn`, tfnorm's models' settings;
-    without `task` lm, the language model's; with it, the classifier's own."""
-    language_model = values["task"] == LANGUAGE_MODEL_TASK
-    for field in dataclasses.fields(config_class):
-        if values[field.name] == field.default:
-            continue
-        scope = setting_of(field).scope
-        if not language_model and scope == LANGUAGE_MODEL:
-            raise ConfigError(
-                field.name,
-                f"{field.name} applies to the language model of "
-                f"{setting_key('task', LANGUAGE_MODEL_TASK)} only. "
-                f"Received: {field.name}={values[field.name]!r}",
-            )
-        if language_model and field.name in CLASSIFIER_ONLY:
-            raise ConfigError(
-                field.name,
-                f"{field.name} applies to tfnorm's classifier only; the "
-                f"language model of {setting_key('task', LANGUAGE_MODEL_TASK)} "
-                "does not read it. "
-                f"Received: {field.name}={values[field.name]!r}",
-            )
-    if values["model_fn"] is None:
-        return
-    for field in dataclasses.fields(config_class):
-        if (
-            setting_of(field).scope == CLASSIFIER
-            and values[field.name] != field.default
-        ):
-            raise ConfigError(
-                field.name,
-                f"{field.name} applies to tfnorm's classifier only; a model_fn "
-                "model does not read it: leave it out or build it into your "
-                f"model. Received: {field.name}={values[field.name]!r}",
-            )
+from tfnorm.settings.config_error import ConfigError
+from tfnorm.training.config.model_checks import check_model_size, check_norm
+from tfnorm.training.config.path_checks import check_log_file
+from tfnorm.training.config.train_defaults import default_vocab_size
 
 
 def check_one_source(task, data, model_fn=None, data_fn=None):
@@ -151,7 +102,7 @@ def check_combinations(values):
         raise ConfigError("d_model", str(error)) from None
     if task in SYNTHETIC_TASKS:
         _check_task(values)
-    _check_log_file(values)
+    check_log_file(values)
     _check_optimisation(values)
     _check_evaluation(values)
     if values["model_fn"] is not None:
@@ -205,64 +156,6 @@ def _check_evaluation(values):
             )
 
 
-def _check_log_file(values):
-    """The log file is appended to: never through a link, never a data file."""
-    path = values["log_file"]
-    if path is None:
-        return
-    if os.path.islink(path):
-        raise ConfigError(
-            "log_file",
-            f"{path} is a symbolic link; progress lines are appended only to a "
-            f"plain file, never through a link. Received: log_file={path!r}",
-        )
-    for key in ("data", "val_data", "model_fn", "data_fn"):
-        other = values[key]
-        if key in ("model_fn", "data_fn"):
-            other = module_file(other)
-        others = other if isinstance(other, list) else [other]
-        if any(same_file(path, one) for one in others):
-            what = "the data" if key in ("data", "val_data") else "your code"
-            raise ConfigError(
-                "log_file",
-                f"log_file is the same file as {setting_key(key)}; progress "
-                f"lines would be appended to {what}. Received: log_file={path!r}, "
-                f"{key}={values[key]!r}",
-            )
-
-
-def same_file(path, other):
-    """Whether `other` names the existing file `path` (however spelled or linked)."""
-    try:
-        return other is not None and os.path.samefile(path, other)
-    except OSError:  # one of them does not exist (yet)
-        return False
-
-
-def module_file(spec):
-    """The file of `MODULE:FUNCTION`'s module, found without importing it
-    (None when it is not found, e.g. a module only a notebook defines)."""
-    import importlib.machinery
-
-    module, sep, _ = str(spec).rpartition(":")
-    if not sep:
-        return None
-    if module.endswith(".py") or "/" in module or os.sep in module:
-        return module
-    search = [os.getcwd(), *sys.path]
-    found = None
-    try:
-        for depth, _part in enumerate(module.split(".")):
-            name = ".".join(module.split(".")[: depth + 1])
-            found = importlib.machinery.PathFinder.find_spec(name, search)
-            if found is None:
-                return None
-            search = found.submodule_search_locations or []
-    except (ImportError, ValueError):
-        return None
-    return found.origin if found.has_location else None
-
-
 def _check_one_file(data):
     """The classifier reads one file; several, or a directory, are text for
     a language model."""
@@ -278,7 +171,7 @@ def _check_one_file(data):
 
 def _check_task(values):
     task, max_len, classes = values["task"], values["max_len"], values["num_classes"]
-    vocab = values["vocab_size"] or max(SYNTHETIC_VOCAB, 2 * max_len + 1)
+    vocab = values["vocab_size"] or default_vocab_size(None, max_len)
     if task == "duplicate" and vocab - 1 < max_len:
         raise ConfigError(
             "vocab_size",

@@ -11,7 +11,7 @@ import os
 import re
 
 from tfnorm._errors import setting_key
-from tfnorm.training.config.settings import ConfigError
+from tfnorm.settings.config_error import ConfigError
 
 
 def load_config_file(path, keys=()):

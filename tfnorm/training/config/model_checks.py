@@ -12,21 +12,26 @@ import dataclasses
 
 from tfnorm._errors import setting_key
 from tfnorm.choices import LANGUAGE_MODEL_TASK
-from tfnorm.training.config.settings import ConfigError
+from tfnorm.settings.config_error import ConfigError
+from tfnorm.training.config.train_defaults import default_vocab_size
 
-# The synthetic tasks' smallest default vocabulary (`make_synthetic`), and
-# the vocabulary limit of data files.
-SYNTHETIC_VOCAB = 16
-FILE_VOCAB = 20000
 # The largest model and step `resolve` lets through: weights, or one layer's
 # attention scores or feed-forward activations for a batch, past 2**31 values
 # (8 GiB in float32) exceed TensorFlow's int32 tensor sizes and most
 # machines' memory; such sizes are typos (an extra zero), caught before
 # anything is created.
 MAX_VALUES = 2**31 - 1
-# A language model's byte tokens and end-of-text token
-# (`tfnorm.training.data.byte_text.VOCAB_SIZE`).
-_BYTE_VOCAB = 257
+
+
+def language_model_vocab_size(tokenizer):
+    """The language model's vocabulary as far as the settings tell: the
+    bytes and end-of-text token, or `bpe:N`'s N (a tokenizer.json is read
+    only when the run starts: its size is at least the bytes')."""
+    from tfnorm.training.data.byte_text import VOCAB_SIZE
+
+    if tokenizer.startswith("bpe:"):
+        return int(tokenizer[len("bpe:") :])
+    return VOCAB_SIZE
 
 
 def check_model_size(values):
@@ -35,11 +40,9 @@ def check_model_size(values):
         values["max_len"],
         values["num_layers"],
     )
-    vocab = values["vocab_size"] or (
-        FILE_VOCAB if values["data"] else max(SYNTHETIC_VOCAB, 2 * max_len + 1)
-    )
+    vocab = values["vocab_size"] or default_vocab_size(values["data"], max_len)
     if values["task"] == LANGUAGE_MODEL_TASK:
-        vocab = _BYTE_VOCAB
+        vocab = language_model_vocab_size(values["tokenizer"])
     dff = values["dff"] or 4 * d_model
     # Embeddings, then each block's attention and feed-forward kernels.
     weights = {
@@ -51,10 +54,14 @@ def check_model_size(values):
     total = sum(weights.values())
     if total > MAX_VALUES:
         key = max(weights, key=weights.get)
+        vocabulary = f"vocab_size={vocab}"
+        if values["task"] == LANGUAGE_MODEL_TASK:  # its vocabulary is its tokenizer's
+            vocabulary = f"tokenizer={values['tokenizer']!r} ({vocab} ids)"
+            key = "tokenizer" if key == "vocab_size" else key
         raise ConfigError(
             key,
             f"The model would have about {total:.2g} weights, more than the "
-            f"{MAX_VALUES} tfnorm train builds. Received: vocab_size={vocab}, "
+            f"{MAX_VALUES} tfnorm train builds. Received: {vocabulary}, "
             f"max_len={max_len}, num_classes={values['num_classes']}, "
             f"num_layers={layers}, d_model={d_model}, dff={dff}",
         )
@@ -76,13 +83,12 @@ def check_model_size(values):
 
 
 def check_norm(norm, epsilon, values):
-    from tfnorm.layers.factory import norm_from_spec
+    from tfnorm.layers.factory import NormSpecError, norm_from_spec
 
     try:
         layer = norm_from_spec(norm, "norm", epsilon=epsilon)
-    except (ValueError, TypeError) as error:
-        key = "epsilon" if "epsilon" in str(error).split("Received")[0] else "norm"
-        raise ConfigError(key, str(error)) from None
+    except NormSpecError as error:  # naming the argument at fault
+        raise ConfigError(error.argument, str(error)) from None
     if isinstance(norm, dict):
         _check_norm_config(norm, layer, values)
 

@@ -12,7 +12,7 @@ import os
 
 from tfnorm._errors import setting_key
 from tfnorm.limits import MODEL_SIZE_LIMITS
-from tfnorm.training.config.settings import integer
+from tfnorm.settings.readers import integer
 
 # The shortest sequence: the synthetic tasks compare two tokens, and a text
 # model seeing one token could learn no relation between words.
@@ -21,12 +21,20 @@ MIN_MAX_LEN = 2
 DEFAULT_VAL_SPLIT = 0.1
 # Synthetic examples are generated in memory, in Python.
 MAX_SYNTHETIC_EXAMPLES = 2**24
+# The synthetic tasks' smallest default vocabulary, and the vocabulary limit
+# of data files, when `vocab_size` is left out (`default_vocab_size`).
+SYNTHETIC_VOCAB = 16
+FILE_VOCAB = 20000
+#: `vocab_size`'s default as `--help` shows it.
+VOCAB_SIZE_DEFAULT_TEXT = (
+    f"max({SYNTHETIC_VOCAB}, 2*max_len+1) for tasks, {FILE_VOCAB} for files"
+)
 
 DATA = (
     f"data (give {setting_key('task')} or {setting_key('data')}, or "
     f"{setting_key('model_fn')} with {setting_key('data_fn')})"
 )
-OWN_MODEL = "your own model (instead of tfnorm's classifier)"
+YOUR_MODEL = "your own model (instead of tfnorm's classifier)"
 MODEL = "model"
 OPTIMISATION = "optimisation"
 RUNTIME = "runtime"
@@ -41,6 +49,14 @@ def sized(key, minimum=1):
 
 
 NON_NEGATIVE = integer(0)
+
+
+def default_vocab_size(data, max_len):
+    """The classifier's vocabulary when `vocab_size` is left out: the limit
+    of a data file's vocabulary (`data` given), or the token ids of a
+    synthetic task of sequences of `max_len` (room for sequences without
+    repeats). The one place this default is computed."""
+    return FILE_VOCAB if data else max(SYNTHETIC_VOCAB, 2 * max_len + 1)
 
 
 def fill_derived_defaults(values):

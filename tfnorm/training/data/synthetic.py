@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from tfnorm.choices import SYNTHETIC_TASKS
+from tfnorm.training.config.train_defaults import default_vocab_size
 from tfnorm.training.data.dataset import Dataset
 
 
@@ -55,7 +56,7 @@ def make_synthetic(
         raise ValueError(
             f"num_examples must be positive. Received: num_examples={num_examples}"
         )
-    vocab_size = int(vocab_size or max(16, 2 * max_len + 1))
+    vocab_size = int(vocab_size or default_vocab_size(None, max_len))
     if task == "duplicate" and vocab_size - 1 < max_len:
         raise ValueError(
             "The duplicate task needs vocab_size > max_len so that sequences "

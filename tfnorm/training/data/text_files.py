@@ -19,6 +19,7 @@ import os
 import numpy as np
 
 from tfnorm._errors import setting_key
+from tfnorm.training.config.train_defaults import FILE_VOCAB
 from tfnorm.training.data.dataset import DataError, Dataset, read_utf8_bytes
 from tfnorm.training.data.labels import (
     check_one_kind,
@@ -243,7 +244,7 @@ def load_text_data(
     train_path,
     val_path=None,
     max_len=64,
-    max_tokens=20000,
+    max_tokens=FILE_VOCAB,
     vocabulary=None,
     num_classes=None,
     val_split=0.0,

@@ -18,7 +18,7 @@ import math
 import shutil
 
 from tfnorm._keras import tf
-from tfnorm.training.config.settings import ConfigError
+from tfnorm.settings.config_error import ConfigError
 from tfnorm.training.loop.driver import Action, Stop, StopRun
 from tfnorm.training.rundir.checkpoints import CheckpointWriteError
 

@@ -15,7 +15,7 @@ import os
 
 from tfnorm import _keras
 from tfnorm._safe_io import atomic_write_json
-from tfnorm.training.config.settings import ConfigError
+from tfnorm.settings.config_error import ConfigError
 from tfnorm.training.data.labels import load_label_names, save_label_names
 from tfnorm.training.data.vocabulary import (
     VOCABULARY_FILE,

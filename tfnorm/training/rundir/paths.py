@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from tfnorm.training.config.settings import ConfigError
+from tfnorm.settings.config_error import ConfigError
 
 CHIEF = "chief"
 WORKER = "worker"

@@ -35,7 +35,7 @@ import os
 from tfnorm._errors import KeyedMessage, setting_key
 from tfnorm.choices import LANGUAGE_MODEL_TASK
 from tfnorm.limits import check_model_sizes
-from tfnorm.training.config.settings import ConfigError
+from tfnorm.settings.config_error import ConfigError
 from tfnorm.training.rundir import run_identity
 
 #: The file in the logdir that says how to build the model and sample from it.

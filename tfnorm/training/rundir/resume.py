@@ -27,7 +27,7 @@ import os
 
 from tfnorm import _safe_io
 from tfnorm._errors import setting_key
-from tfnorm.training.config.settings import ConfigError
+from tfnorm.settings.config_error import ConfigError
 from tfnorm.training.data.vocabulary import VOCABULARY_FILE
 from tfnorm.training.rundir import checkpoints, evaluations, outputs, run_identity
 from tfnorm.training.rundir.lock import DirectoryLock, DirectoryLockedError

@@ -13,13 +13,9 @@ import os
 
 from tfnorm._errors import setting_key
 from tfnorm._safe_io import atomic_write_json, refuse_links
-from tfnorm.training.config.model_checks import FILE_VOCAB
-from tfnorm.training.config.settings import ConfigError
-from tfnorm.training.config.train_config import (
-    CHANGEABLE_KEYS,
-    CLASSIFIER_KEYS,
-    RESUME_KEYS,
-)
+from tfnorm.settings.config_error import ConfigError
+from tfnorm.training.config.train_config import CHANGEABLE_KEYS, resume_keys
+from tfnorm.training.config.train_defaults import default_vocab_size
 
 RUN_CONFIG_FILE = "run_config.json"
 IDENTITY_KEY = "run_identity"
@@ -95,9 +91,8 @@ def check_same_run(config, saved, data_sha256, log=None):
     same_file = bool(data_sha256 and saved_sha == data_sha256)
     differences = [
         f"{key}: checkpoint {saved.get(key)!r}, now {current[key]!r}"
-        for key in RESUME_KEYS
+        for key in resume_keys(config)
         if key in saved
-        and not (config.model_fn and key in CLASSIFIER_KEYS)
         and not (key == "data" and same_file)
         and _resolved(key, saved.get(key), saved, identity)
         != _resolved(key, current[key], current, identity)
@@ -173,11 +168,12 @@ def _resolved(key, value, values, identity):
             return type(norm_from_spec(value, "norm")).__name__
         except ValueError:
             return value
-    if key == "vocab_size" and value is None:
-        if values.get("data"):
-            return FILE_VOCAB
-        if values.get("task"):
-            return max(16, 2 * values["max_len"] + 1)
+    if (
+        key == "vocab_size"
+        and value is None
+        and (values.get("data") or values.get("task"))
+    ):
+        return default_vocab_size(values.get("data"), values["max_len"])
     if key == "num_classes" and value is None and values.get("data"):
         # Inferred from the labels: what they gave is recorded in the identity.
         return identity.get("num_classes", value)

@@ -11,7 +11,7 @@ import dataclasses
 
 from tfnorm import _keras
 from tfnorm._keras import keras, tf
-from tfnorm.training.config.settings import ConfigError
+from tfnorm.settings.config_error import ConfigError
 
 
 @dataclasses.dataclass

@@ -219,7 +219,7 @@ def tokenizer_identity(tokenizer):
 
 def check_same_tokenizer(saved, tokenizer):
     """Refuses to resume checkpoints trained on other token ids."""
-    from tfnorm.training.config.settings import ConfigError
+    from tfnorm.settings.config_error import ConfigError
     from tfnorm.training.rundir.run_identity import IDENTITY_KEY
 
     identity = (saved or {}).get(IDENTITY_KEY) or {}

@@ -8,6 +8,7 @@ import os
 
 from tfnorm._safe_io import file_sha256
 from tfnorm.training import data as data_lib
+from tfnorm.training.config.train_defaults import FILE_VOCAB
 from tfnorm.training.rundir import export, outputs, run_identity
 from tfnorm.training.workloads import steps
 from tfnorm.training.workloads.base import Workload
@@ -79,7 +80,7 @@ class ClassifierWorkload(Workload):
             config.data,
             config.val_data,
             max_len=config.max_len,
-            max_tokens=config.vocab_size or 20000,
+            max_tokens=config.vocab_size or FILE_VOCAB,
             vocabulary=vocabulary,
             num_classes=config.num_classes,
             val_split=config.val_split,

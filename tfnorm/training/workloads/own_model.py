@@ -35,7 +35,7 @@ import numpy as np
 from tfnorm import _keras
 from tfnorm._errors import one_line, setting_key
 from tfnorm._keras import keras, tf
-from tfnorm.training.config.settings import ConfigError
+from tfnorm.settings.config_error import ConfigError
 from tfnorm.training.data import DataError
 from tfnorm.training.data.user_data import (
     ArrayData,

@@ -23,7 +23,7 @@ import sys
 import traceback
 
 from tfnorm._errors import one_line
-from tfnorm.training.config.settings import ConfigError
+from tfnorm.settings.config_error import ConfigError
 
 
 class UserCodeError(ConfigError):

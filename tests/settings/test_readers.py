@@ -1,4 +1,4 @@
-"""The readers behind `TrainConfig`'s declarations: one path for flags and files."""
+"""The generic readers a `Setting` names: one path for flags, files and notebooks."""
 
 from __future__ import annotations
 
@@ -6,24 +6,24 @@ import os
 
 import pytest
 
-from tfnorm.training.config import settings
-from tfnorm.training.config.settings import ConfigError, Setting, device_list
+from tfnorm.settings import readers
+from tfnorm.settings.readers import device_list
 
 
 @pytest.mark.parametrize("given", [5, "5", " 5 ", "+5"])
 def test_integer_reads_ints_and_their_text(given):
-    assert settings.integer(1)("epochs", given) == 5
+    assert readers.integer(1)("epochs", given) == 5
 
 
 @pytest.mark.parametrize("given", [True, 5.0, "5.0", "1e3", "five", [5], None])
 def test_integer_refuses_everything_else(given):
     with pytest.raises(ValueError, match=r"`epochs` must be an integer"):
-        settings.integer(1)("epochs", given)
+        readers.integer(1)("epochs", given)
 
 
 @pytest.mark.parametrize("given", [1e-3, "1e-3", "0.001", 1])
 def test_number_reads_numbers_and_their_text(given):
-    assert settings.number(above=0.0)("learning_rate", given) == pytest.approx(
+    assert readers.number(above=0.0)("learning_rate", given) == pytest.approx(
         1e-3 if given != 1 else 1.0
     )
 
@@ -33,28 +33,11 @@ def test_number_refuses_non_finite_bools_text_and_bounds(given):
     with pytest.raises(
         ValueError, match=r"`learning_rate` must be a finite number > 0"
     ):
-        settings.number(above=0.0)("learning_rate", given)
-
-
-def test_optional_settings_take_none_and_their_off_values():
-    clip = Setting(
-        "g", "h", settings.number(above=0.0), optional=True, off=("off", 0, False)
-    )
-    for off in (None, "none", "None", "off", 0, 0.0, False):
-        assert clip.parse("clipnorm", off) is None, off
-    assert clip.parse("clipnorm", "2") == 2.0
-    with pytest.raises(ConfigError, match="clipnorm=True"):
-        clip.parse("clipnorm", True)
-
-
-def test_required_settings_refuse_none():
-    with pytest.raises(ConfigError) as info:
-        Setting("g", "h", settings.integer(1)).parse("d_model", "none")
-    assert info.value.key == "d_model" and "d_model=None" in str(info.value)
+        readers.number(above=0.0)("learning_rate", given)
 
 
 def test_creatable_paths(tmp_path):
-    directory = settings.creatable("directory")
+    directory = readers.creatable("directory")
     assert directory("logdir", str(tmp_path / "a" / "b")) == str(tmp_path / "a" / "b")
     (tmp_path / "file").write_text("x")
     with pytest.raises(ValueError, match=r"must be a directory, but .* is a file"):
@@ -62,15 +45,15 @@ def test_creatable_paths(tmp_path):
     with pytest.raises(ValueError, match=r"cannot be created: .*file' is a file"):
         directory("logdir", str(tmp_path / "file" / "sub"))
     with pytest.raises(ValueError, match=r"must be a file, but .* is a directory"):
-        settings.creatable("file")("log_file", str(tmp_path))
+        readers.creatable("file")("log_file", str(tmp_path))
 
 
 def test_name_lists_from_text_or_lists():
-    assert settings.name_list("devices", "/gpu:0, /gpu:1") == ["/gpu:0", "/gpu:1"]
-    assert settings.name_list("devices", ("/cpu:0",)) == ["/cpu:0"]
+    assert readers.name_list("devices", "/gpu:0, /gpu:1") == ["/gpu:0", "/gpu:1"]
+    assert readers.name_list("devices", ("/cpu:0",)) == ["/cpu:0"]
     for bad in ("", [], [1], {"a": 1}):
         with pytest.raises(ValueError, match="devices="):
-            settings.name_list("devices", bad)
+            readers.name_list("devices", bad)
 
 
 @pytest.mark.parametrize(
@@ -113,7 +96,7 @@ def test_an_unreadable_data_file_is_refused_naming_the_key(tmp_path, monkeypatch
     path.write_text("text,label\na,0\n")
     _refusing_open(monkeypatch, path)
     with pytest.raises(ValueError, match=r"`data` cannot be read: Permission denied"):
-        settings.existing_file("data", str(path))
+        readers.existing_file("data", str(path))
 
 
 def test_a_fifo_as_data_file_is_refused_without_opening_it(tmp_path):
@@ -122,4 +105,4 @@ def test_a_fifo_as_data_file_is_refused_without_opening_it(tmp_path):
     with pytest.raises(
         ValueError, match=r"`data` must name a file \(it is not a regular file"
     ):
-        settings.existing_file("data", str(path))
+        readers.existing_file("data", str(path))

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from tfnorm.training.config.settings import ConfigError, setting_of
+from tfnorm.settings.config_error import ConfigError
+from tfnorm.settings.setting import setting_of
 
 
 class DeclaredSettings:
