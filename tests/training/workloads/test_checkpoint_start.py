@@ -259,3 +259,25 @@ def test_the_runs_dropout_rate_replaces_the_checkpoints(tmp_path):
     run = TrainConfig(**settings, init_from=_a_run(tmp_path), dropout_rate=0.0)
     arguments = checkpoint_start.start_arguments(run.resolve())
     assert arguments["dropout_rate"] == 0.0 and "attention_dropout" not in arguments
+
+
+def test_without_a_dropout_rate_a_checkpoint_keeps_its_own(tmp_path):
+    from tfnorm.training.config.train_config import TrainConfig
+    from tfnorm.training.workloads import checkpoint_start
+
+    settings = dict(task="lm", data=_text(tmp_path), max_len=16)
+    # Llama's config has no dropout (0), GPT-2's says 0.1: a fine-tune that
+    # names no rate trains with the checkpoint's, as its library would.
+    llama = TrainConfig(**settings, init_from=fixture("llama_gqa_llama3")).resolve()
+    assert llama.dropout_rate is None
+    model = checkpoint_start.starting_model(llama, _Log())
+    assert _dropout_rates(model) == pytest.approx((0.0, 0.0, 0.0))
+    gpt2 = TrainConfig(**settings, init_from=fixture("gpt2")).resolve()
+    model = checkpoint_start.starting_model(gpt2, _Log())
+    assert _dropout_rates(model) == pytest.approx((0.1, 0.1, 0.1))
+    # A tfnorm run as the start keeps its recipe's rate; its own models'
+    # default stays 0.1.
+    run = TrainConfig(**settings, init_from=_a_run(tmp_path)).resolve()
+    recipe = checkpoint_start._run_recipe(run)["build_decoder"]
+    assert checkpoint_start.start_arguments(run) == recipe
+    assert TrainConfig(**settings).resolve().dropout_rate == 0.1

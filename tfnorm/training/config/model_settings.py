@@ -28,6 +28,7 @@ from tfnorm.training.config.readers import (
     tokenizer_spec,
 )
 from tfnorm.training.config.train_defaults import (
+    DEFAULT_DROPOUT_RATE,
     MODEL,
     sized,
 )
@@ -108,8 +109,9 @@ class ModelSettings:
         resume=FIXED,
         workloads=(CLASSIFIER,),
     )
-    dropout_rate: float = setting(
-        0.1, MODEL, "dropout in [0, 1)", number(0.0, below=1.0),
+    dropout_rate: float | None = setting(
+        None, MODEL, "dropout in [0, 1)", number(0.0, below=1.0), optional=True,
+        default_text=f"{DEFAULT_DROPOUT_RATE}; with {setting_key('init_from')}: the checkpoint's (a run's own)",
         flags=("--dropout-rate", "--dropout"), resume=LOGGED, workloads=TFNORM_MODELS,
     )  # fmt: skip
     epsilon: float | None = setting(

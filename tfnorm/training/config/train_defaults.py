@@ -38,6 +38,8 @@ YOUR_MODEL = "your own model (instead of tfnorm's classifier)"
 MODEL = "model"
 OPTIMISATION = "optimisation"
 RUNTIME = "runtime"
+#: The dropout of tfnorm's own models when `dropout_rate` is left out.
+DEFAULT_DROPOUT_RATE = 0.1
 OUTPUTS = "outputs"
 POSITIVE = integer(1)
 
@@ -64,6 +66,11 @@ def fill_derived_defaults(values):
     what the run, its identity and `--print-config` all read."""
     if values["dff"] is None and values["model_fn"] is None:
         values["dff"] = 4 * values["d_model"]
+    own_model = values["model_fn"] is not None
+    if values["dropout_rate"] is None and values["init_from"] is None and not own_model:
+        # With `init_from` left None: the checkpoint's own dropout (Llama's
+        # 0, GPT-2's 0.1), as its library would fine-tune it.
+        values["dropout_rate"] = DEFAULT_DROPOUT_RATE
     if values["checkpoint_dir"] is None:
         values["checkpoint_dir"] = os.path.join(values["logdir"], "checkpoints")
     if (

@@ -38,9 +38,11 @@ def _run_recipe(config):
 
 def start_arguments(config):
     """`build_decoder`'s arguments of the model `init_from` names, with the
-    run's `dropout_rate` (a training setting, not the checkpoint's)."""
+    run's `dropout_rate` when one is given (else the checkpoint's own)."""
     if is_run_directory(config.init_from):
         arguments = dict(_run_recipe(config)["build_decoder"])
+        if config.dropout_rate is None:
+            return arguments
         arguments.pop("attention_dropout", None)
         return {**arguments, "dropout_rate": config.dropout_rate}
     from tfnorm.models.decoder.hf import hf_decoder_arguments
