@@ -7,6 +7,7 @@ real TF 2.9 root); `RUNTIME` says which one this process is.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -101,21 +102,37 @@ def run_python(code, cwd=None, timeout=300, env=None):
     """Runs `code` in a fresh Python process of this runtime; returns stdout.
 
     Used to prove that reloading works in a process that never defined the
-    objects (no `custom_objects`, only `import tfnorm`).
+    objects (no `custom_objects`, only `import tfnorm`). A child still running
+    after `timeout` seconds is stopped with SIGABRT, so `faulthandler` prints
+    every thread's Python stack: the failure says where it hung.
     """
     full_env = dict(os.environ)
     full_env.update(env or {})
     full_env["PYTHONPATH"] = REPO + os.pathsep + full_env.get("PYTHONPATH", "")
-    result = subprocess.run(
+    full_env["PYTHONFAULTHANDLER"] = "1"
+    process = subprocess.Popen(
         [sys.executable, "-c", textwrap.dedent(code)],
         cwd=cwd,
         env=full_env,
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=timeout,
     )
-    if result.returncode != 0:
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.send_signal(signal.SIGABRT)
+        try:
+            stdout, stderr = process.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            stdout, stderr = process.communicate()
         raise AssertionError(
-            f"subprocess failed ({result.returncode}):\n{result.stdout}\n{result.stderr[-4000:]}"
+            f"subprocess still running after {timeout} s; its stacks:\n"
+            f"{stdout[-2000:]}\n{stderr[-6000:]}"
+        ) from None
+    if process.returncode != 0:
+        raise AssertionError(
+            f"subprocess failed ({process.returncode}):\n{stdout}\n{stderr[-4000:]}"
         )
-    return result.stdout
+    return stdout

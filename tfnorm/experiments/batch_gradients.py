@@ -37,6 +37,7 @@ import numpy as np
 
 from tfnorm import _keras
 from tfnorm._keras import tf
+from tfnorm.experiments.tables import format_markdown_table
 from tfnorm.training.loop.driver import Action
 
 
@@ -246,7 +247,7 @@ def gradient_variance_table(rows):
         "variance at the loss",
         "variance / mean square at the loss",
     ]
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    table_rows = []
     for row in rows:
         cells = [
             row["variant"],
@@ -256,8 +257,8 @@ def gradient_variance_table(rows):
             _number(row["gradient_variance_at_loss_mean"]),
             _number(row["gradient_noise_ratio_at_loss_mean"]),
         ]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+        table_rows.append(cells)
+    return format_markdown_table(columns, table_rows)
 
 
 def _number(value):

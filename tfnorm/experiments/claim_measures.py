@@ -30,6 +30,7 @@ import math
 import numpy as np
 
 from tfnorm._keras import tf
+from tfnorm.experiments.tables import format_markdown_table
 from tfnorm.training.loop.driver import Action
 
 #: How many problems of the first non-finite step a run's record keeps.
@@ -306,7 +307,7 @@ def controls_table(rows):
         "held-out loss, batch statistics",
         "held-out accuracy, inference / batch statistics",
     ]
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    table_rows = []
     for row in rows:
         cells = [
             row["variant"],
@@ -323,8 +324,8 @@ def controls_table(rows):
             f"{row['final_accuracy_mean']:.3f} / "
             + _text(row["eval_accuracy_batch_statistics_mean"], "{:.3f}"),
         ]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+        table_rows.append(cells)
+    return format_markdown_table(columns, table_rows)
 
 
 def _text(value, form="{}"):

@@ -13,6 +13,7 @@ import math
 import numpy as np
 
 from tfnorm.experiments.figures import early_label, legend_label, save_figure
+from tfnorm.experiments.tables import format_markdown_table
 
 
 def add_lm_columns(rows, runs):
@@ -57,7 +58,7 @@ def markdown_table(rows, task):
         early_label(rows[0]["steps"]),
         "init grad last/first layer",
     ]
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    table_rows = []
     for row in rows:
         median = row["median_steps_to_target"]
         cells = [
@@ -75,8 +76,8 @@ def markdown_table(rows, task):
             f"{row['max_gradient_norm_early']:.2f}",
             f"{row['init_gradient_last_over_first']:.2f}",
         ]
-        lines.append("| " + " | ".join(cells) + " |")
-    return baselines_line(task) + "\n" + "\n".join(lines) + "\n"
+        table_rows.append(cells)
+    return baselines_line(task) + "\n" + format_markdown_table(columns, table_rows)
 
 
 def per_seed_table(runs, task):
@@ -91,7 +92,7 @@ def per_seed_table(runs, task):
         "grad norm, step 0",
         early_label(runs[0]["steps"]),
     ]
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    table_rows = []
     for run in runs:
         cells = [
             run["variant"],
@@ -102,8 +103,8 @@ def per_seed_table(runs, task):
             f"{run['gradient_norm_step0']:.2f}",
             f"{run['max_gradient_norm_early']:.2f}",
         ]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+        table_rows.append(cells)
+    return format_markdown_table(columns, table_rows)
 
 
 def plot(runs, rows, path, task, smooth=10):

@@ -14,6 +14,7 @@ from tfnorm.experiments.figures import (
     save_figure,
 )
 from tfnorm.experiments.layer_gradients import spread_over_seeds
+from tfnorm.experiments.tables import format_markdown_table
 
 #: Accuracy that counts as "learned the task" on the reverse task.
 TARGET_ACCURACY = 0.95
@@ -88,7 +89,7 @@ def markdown_table(rows, target=TARGET_ACCURACY):
             "layer grad variance: across layers / over time",
         ]
     )
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    table_rows = []
     for row in rows:
         median = row["median_steps_to_target"]
         cells = [
@@ -111,8 +112,8 @@ def markdown_table(rows, target=TARGET_ACCURACY):
             f"{row['init_gradient_last_over_first']:.2f}",
             _spread_cell(row),
         ]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+        table_rows.append(cells)
+    return format_markdown_table(columns, table_rows)
 
 
 def _spread_cell(row):
@@ -135,7 +136,7 @@ def per_seed_table(runs, target=TARGET_ACCURACY):
             early_label(runs[0]["steps"]),
         ]
     )
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    table_rows = []
     for run in runs:
         cells = [run["variant"], str(run["seed"])]
         if target is not None:
@@ -146,8 +147,8 @@ def per_seed_table(runs, target=TARGET_ACCURACY):
             f"{run['gradient_norm_step0']:.2f}",
             f"{run['max_gradient_norm_early']:.2f}",
         ]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+        table_rows.append(cells)
+    return format_markdown_table(columns, table_rows)
 
 
 def plot(runs, rows, path, smooth=10, chance=None, target=TARGET_ACCURACY):

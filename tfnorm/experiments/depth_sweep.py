@@ -23,6 +23,7 @@ import numpy as np
 
 from tfnorm.experiments.compare_report import over_seeds
 from tfnorm.experiments.compare_runs import PositionTrainer, train_run
+from tfnorm.experiments.tables import format_markdown_table
 
 
 def sweep_variants(cfg):
@@ -145,10 +146,7 @@ def sweep_table(rows, depths, chosen, task):
     threshold.
     """
     names = [v["name"] for v in chosen]
-    lines = [
-        "| layers | " + " | ".join(names) + " |",
-        "|" + "---|" * (len(names) + 1),
-    ]
+    table_rows = []
     for depth in depths:
         cells = [str(depth)]
         for name in names:
@@ -156,7 +154,7 @@ def sweep_table(rows, depths, chosen, task):
                 r for r in rows if r["num_layers"] == depth and r["variant"] == name
             )
             cells.append(_sweep_cell(row, task))
-        lines.append("| " + " | ".join(cells) + " |")
+        table_rows.append(cells)
     measure = (
         "held-out bits per byte"
         if task.target_loss is not None
@@ -172,7 +170,7 @@ def sweep_table(rows, depths, chosen, task):
         )
         + "\n"
     )
-    return "\n".join(lines) + "\n" + note
+    return format_markdown_table(["layers"] + names, table_rows) + note
 
 
 def _target_text(task):
