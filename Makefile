@@ -85,17 +85,29 @@ test-slow: venv
 # interpreter as keras3's, and what they call of Keras (the trainer, the
 # workloads, saving, generation) is tested in legacy by tests/training,
 # tests/models, tests/generation and tests/inference. tf29 runs everything.
-# CI's time limit needs the cut: the two compat runs share 2 cores.
-test-legacy: venv
-	TF_USE_LEGACY_KERAS=1 $(PY) -m pytest $(PYTEST_ARGS) --ignore=tests/cli
+# Each runtime's suite runs as parts, one process each (`--suite-part K/N`,
+# tests/suite_parts.py): one process over the whole suite grows past 8 GB,
+# and two side by side starved the subprocesses tests start of memory.
+LEGACY_PARTS ?= 3
+TF29_PARTS ?= 4
+part_numbers = $(shell seq 1 $(1))
 
-test-tf29:
-	tools/tf29-root.sh run python -m pytest $(PYTEST_ARGS)
+test-legacy: $(foreach k,$(call part_numbers,$(LEGACY_PARTS)),test-legacy-part-$(k))
 
-# The two runtimes side by side (their logs are printed whole, one after the
-# other): much of each suite waits on subprocesses, so this saves CI time.
+# Not .PHONY: make skips pattern rules for phony targets (no such file exists).
+test-legacy-part-%: venv
+	TF_USE_LEGACY_KERAS=1 $(PY) -m pytest $(PYTEST_ARGS) --ignore=tests/cli --suite-part $*/$(LEGACY_PARTS)
+
+test-tf29: $(foreach k,$(call part_numbers,$(TF29_PARTS)),test-tf29-part-$(k))
+
+test-tf29-part-%:
+	tools/tf29-root.sh run python -m pytest $(PYTEST_ARGS) --suite-part $*/$(TF29_PARTS)
+
+# The two runtimes' parts side by side, two at a time (each part's log is
+# printed whole when it ends; -k runs every part even after a failure): much
+# of each suite waits on subprocesses, and CI's time limit needs the overlap.
 test-compat:
-	$(MAKE) -j2 --output-sync=target test-legacy test-tf29
+	$(MAKE) -k -j2 --output-sync=target test-tf29 test-legacy
 
 lint: venv
 	$(PY) -m ruff check .

@@ -33,6 +33,13 @@ from tests.progress import (  # noqa: E402, F401
     pytest_runtest_logstart,
     pytest_xdist_node_collection_finished,
 )
+
+# `--suite-part K/N`: one of N processes that share the suite's files
+# (`make test-compat`), each small enough to leave memory for subprocesses.
+from tests.suite_parts import (  # noqa: E402, F401
+    pytest_addoption,
+    pytest_ignore_collect,
+)
 from tfnorm import _keras  # noqa: E402
 
 RUNTIME = {"keras3": "keras3", "tf_keras": "legacy", "keras2": "tf29"}[_keras.FLAVOUR]

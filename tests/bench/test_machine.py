@@ -19,8 +19,13 @@ def _load(monkeypatch, value):
 
 @pytest.fixture(autouse=True)
 def other_work(monkeypatch):
-    """What other processes use, as `OtherWork` measures it; no real waits."""
+    """What other processes use, as `OtherWork` measures it; no real waits.
+
+    The load average is an idle machine's unless a test sets one: with the
+    real one (the suite's other processes) and no sleeping, `_settle` would
+    spin for its whole patience."""
     used = {"cores": 0.0}
+    _load(monkeypatch, 0.0)
     monkeypatch.setattr(machine.OtherWork, "cores", lambda self: used["cores"])
     monkeypatch.setattr(machine.time, "sleep", lambda seconds: None)
     return used

@@ -6,10 +6,13 @@ import csv
 import glob
 import json
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 
+from tests.conftest import REPO
 from tfnorm import _keras
 from tfnorm._keras import tf
 from tfnorm.experiments import compare_experiment as warmup
@@ -365,15 +368,32 @@ def test_float16_runs_keep_the_process_policy_and_record_nonfinite_steps(tmp_pat
 
 
 @pytest.mark.slow
-def test_default_size_isolates_warmup_on_one_seed(tmp_path):
-    # The calibrated claim at the default size, on one seed (~1-2 minutes):
-    # warm-up rescues Post-LN, its mean rate without warm-up does not, and
-    # Pre-LN needs no warm-up.
-    result = warmup.run_comparison(str(tmp_path), seeds=(0,), histogram_every=0)
-    rows = {row["variant"]: row for row in result["table"]}
+def test_make_demo_at_the_default_size_isolates_warmup_on_one_seed(tmp_path):
+    # The README's `make demo` (the CLI end to end, in this interpreter's
+    # environment), at the default size on one seed of its three (~2
+    # minutes): warm-up rescues Post-LN, its mean rate without warm-up does
+    # not, and Pre-LN needs no warm-up.
+    output_dir = tmp_path / "compare"
+    subprocess.run(
+        [
+            "make",
+            "--no-print-directory",
+            "demo",
+            f"VENV={sys.prefix}",
+            f"-o{sys.prefix}/.installed",
+            f"DEMO_DIR={output_dir}",
+            "COMPARE_ARGS=--seeds 0",
+        ],
+        cwd=REPO,
+        check=True,
+    )
+    with open(output_dir / "results.json") as f:
+        table = json.load(f)["table"]
+    rows = {row["variant"]: row for row in table}
     assert rows["pre-LN, no warm-up"]["seeds_reaching_target"] == 1
     assert rows["post-LN, warm-up 60"]["seeds_reaching_target"] == 1
     assert rows["post-LN, no warm-up"]["seeds_reaching_target"] == 0
     assert rows["post-LN, no warm-up"]["final_accuracy_max"] < 0.5
-    control = next(r for r in result["table"] if "rate" in r["variant"])
+    control = next(r for r in table if "rate" in r["variant"])
     assert control["seeds_reaching_target"] == 0
+    assert (output_dir / "comparison.png").stat().st_size > 0
