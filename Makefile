@@ -4,7 +4,9 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
-PYTEST_ARGS ?= -x -q
+# --durations: every run's log names its slowest tests, so CI's time can be
+# read from its output.
+PYTEST_ARGS ?= -x -q --durations=15
 
 .PHONY: hf-reference hf-fixtures venv test test-container test-slow test-legacy test-tf29 test-compat lint format bench bench-keras3 bench-tf29 bench-hf bench-lm-reference bench-reference-check demo demo-lm system-deps clean
 
@@ -78,7 +80,7 @@ test-container: venv
 # Long runs (full literature checks, long training) deselected from `make test`,
 # shared out by file like `make test` (most wait on subprocesses or one core).
 test-slow: venv
-	$(PY) -m pytest -q -m slow -n $(TEST_WORKERS) --dist loadfile
+	$(PY) -m pytest -q --durations=15 -m slow -n $(TEST_WORKERS) --dist loadfile
 
 # The legacy runtime runs the library's suite, not the command line's
 # (tests/cli): the commands' processes are the same Python code on the same
