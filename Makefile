@@ -8,7 +8,7 @@ INSTALLED := $(VENV)/.installed
 # read from its output.
 PYTEST_ARGS ?= -x -q --durations=15
 
-.PHONY: hf-reference hf-fixtures venv test test-container test-slow test-legacy test-tf29 test-compat lint format bench bench-keras3 bench-tf29 bench-hf bench-lm-reference bench-reference-check demo demo-lm system-deps clean
+.PHONY: hf-reference hf-fixtures venv test test-container test-slow test-legacy test-tf29 test-compat test-slow-compat lint format bench bench-keras3 bench-tf29 bench-hf bench-lm-reference bench-reference-check demo demo-lm system-deps clean
 
 # tf-keras (the legacy runtime) and keras-hub (bench/encoder.py and the
 # keras-hub tests of tests/models and tests/callbacks) are installed with
@@ -77,39 +77,64 @@ test-container: venv
 		-n $(CONTAINER_WORKERS) --dist loadfile --confcutdir tests/container \
 		-m container tests/container
 
-# Long runs (full literature checks, long training) deselected from `make test`,
-# shared out by file like `make test` (most wait on subprocesses or one core).
-test-slow: venv
-	$(PY) -m pytest -q --durations=15 -m slow -n $(TEST_WORKERS) --dist loadfile
-
-# The legacy runtime runs the library's suite, not the command line's
-# (tests/cli): the commands' processes are the same Python code on the same
-# interpreter as keras3's, and what they call of Keras (the trainer, the
-# workloads, saving, generation) is tested in legacy by tests/training,
-# tests/models, tests/generation and tests/inference. tf29 runs everything.
-# Each runtime's suite runs as parts, one process each (`--suite-part K/N`,
-# tests/suite_parts.py): one process over the whole suite grows past 8 GB,
-# and two side by side starved the subprocesses tests start of memory.
+# The legacy runtime runs the library's suite, not the tools built on it: the
+# command line (tests/cli), the experiments behind `tfnorm compare`
+# (tests/experiments) and the benchmark scripts (tests/bench, which `make
+# bench` runs in keras3 and tf29 only). Those are the same Python code on the
+# same interpreter as keras3's; what they call of Keras (the trainer, the
+# workloads, saving, generation, the optimizers) is tested in legacy by
+# tests/training, tests/models, tests/generation, tests/inference and
+# tests/optim, and the tools themselves under Keras 2 by tf29, which runs
+# everything.
+LEGACY_LEAVES_OUT := tests/cli tests/experiments tests/bench
+# The slow tests and each compatibility runtime's suite run as parts, one
+# process each (`--suite-part K/N`, tests/suite_parts.py): one process over a
+# whole suite grows past 8 GB, and two side by side starved the subprocesses
+# tests start of memory. `make test-legacy` (or -tf29, -slow) runs one
+# group's parts; CI runs all of them as one pool, two at a time
+# (`test-slow-compat`), so no core waits for the longest part of a group.
+SLOW_PARTS ?= 4
 LEGACY_PARTS ?= 3
 TF29_PARTS ?= 4
-part_numbers = $(shell seq 1 $(1))
+parts_of = $(foreach k,$(shell seq 1 $(2)),$(1)-part-$(k))
+SLOW_TARGETS := $(call parts_of,test-slow,$(SLOW_PARTS))
+LEGACY_TARGETS := $(call parts_of,test-legacy,$(LEGACY_PARTS))
+TF29_TARGETS := $(call parts_of,test-tf29,$(TF29_PARTS))
+# PART_JOBS parts at a time; each part's log is printed whole when it ends;
+# -k runs every part even after a failure, and make still fails at the end.
+PART_JOBS ?= 2
+RUN_PARTS = $(MAKE) -k -j$(PART_JOBS) --output-sync=target
 
-test-legacy: $(foreach k,$(call part_numbers,$(LEGACY_PARTS)),test-legacy-part-$(k))
+# Pattern rules below are not .PHONY: make skips them for phony targets (no
+# file of these names exists).
 
-# Not .PHONY: make skips pattern rules for phony targets (no such file exists).
+# Long runs deselected from `make test`: the full literature checks, long
+# training, the kill -9 and full-disk trials, `make demo` on one seed.
+test-slow:
+	$(RUN_PARTS) $(SLOW_TARGETS)
+
+test-slow-part-%: venv
+	$(PY) -m pytest -q --durations=15 -m slow --suite-part $*/$(SLOW_PARTS)
+
+test-legacy:
+	$(RUN_PARTS) $(LEGACY_TARGETS)
+
 test-legacy-part-%: venv
-	TF_USE_LEGACY_KERAS=1 $(PY) -m pytest $(PYTEST_ARGS) --ignore=tests/cli --suite-part $*/$(LEGACY_PARTS)
+	TF_USE_LEGACY_KERAS=1 $(PY) -m pytest $(PYTEST_ARGS) $(addprefix --ignore=,$(LEGACY_LEAVES_OUT)) --suite-part $*/$(LEGACY_PARTS)
 
-test-tf29: $(foreach k,$(call part_numbers,$(TF29_PARTS)),test-tf29-part-$(k))
+test-tf29:
+	$(RUN_PARTS) $(TF29_TARGETS)
 
 test-tf29-part-%:
 	tools/tf29-root.sh run python -m pytest $(PYTEST_ARGS) --suite-part $*/$(TF29_PARTS)
 
-# The two runtimes' parts side by side, two at a time (each part's log is
-# printed whole when it ends; -k runs every part even after a failure): much
-# of each suite waits on subprocesses, and CI's time limit needs the overlap.
+# The two runtimes side by side (much of each suite waits on subprocesses).
 test-compat:
-	$(MAKE) -k -j2 --output-sync=target test-tf29 test-legacy
+	$(RUN_PARTS) $(TF29_TARGETS) $(LEGACY_TARGETS)
+
+# CI: the slow parts and both runtimes' parts in one pool.
+test-slow-compat:
+	$(RUN_PARTS) $(SLOW_TARGETS) $(TF29_TARGETS) $(LEGACY_TARGETS)
 
 lint: venv
 	$(PY) -m ruff check .

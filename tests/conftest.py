@@ -39,6 +39,7 @@ from tests.progress import (  # noqa: E402, F401
 from tests.suite_parts import (  # noqa: E402, F401
     pytest_addoption,
     pytest_ignore_collect,
+    pytest_sessionfinish,
 )
 from tfnorm import _keras  # noqa: E402
 

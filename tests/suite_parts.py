@@ -66,3 +66,10 @@ def pytest_ignore_collect(collection_path, config):
     if not hasattr(config, "_suite_part_files"):
         config._suite_part_files = set(part_files(suite_files(), *chosen))
     return collection_path.resolve() not in config._suite_part_files or None
+
+
+def pytest_sessionfinish(session, exitstatus):
+    # A part may hold no test of a selection (`-m slow` over a few files):
+    # that part passed; the parts together are what must run everything.
+    if session.config.getoption("suite_part") and exitstatus == 5:
+        session.exitstatus = 0

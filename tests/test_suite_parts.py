@@ -16,7 +16,7 @@ from tests.suite_parts import parse_part, part_files, suite_files
 
 
 def test_the_suite_registers_the_part_hooks():
-    for name in ("pytest_addoption", "pytest_ignore_collect"):
+    for name in ("pytest_addoption", "pytest_ignore_collect", "pytest_sessionfinish"):
         assert getattr(tests.conftest, name) is getattr(tests.suite_parts, name)
 
 
@@ -54,3 +54,15 @@ def test_a_part_collects_only_its_files():
     )
     assert first and second and not first & second
     assert first | second == whole
+
+
+def test_a_part_without_a_selected_test_passes():
+    """`-m slow` over tests/settings (no slow test there): the part selects
+    nothing and exits 0 (pytest alone exits 5 when nothing runs)."""
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+         "-m", "slow", "--suite-part", "1/2", "tests/settings"],
+        cwd=REPO, capture_output=True, text=True,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "deselected" in result.stdout

@@ -386,6 +386,13 @@ def test_make_demo_at_the_default_size_isolates_warmup_on_one_seed(tmp_path):
         ],
         cwd=REPO,
         check=True,
+        # As from a shell: not a part of the make that may be running this
+        # suite (its jobserver, its command-line variables).
+        env={
+            name: value
+            for name, value in os.environ.items()
+            if name not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")
+        },
     )
     with open(output_dir / "results.json") as f:
         table = json.load(f)["table"]
