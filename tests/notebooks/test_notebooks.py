@@ -7,7 +7,7 @@ the repository; run where it is (in JupyterLab, whose working directory is
 the notebook's folder), each file it writes would be in `notebooks/` or, for
 TensorBoard logs, in `runs/` beside it, so git must ignore it. A cell that
 raises fails the test with the cell's traceback. Execution, at the
-notebooks' defaults (about 4 minutes for 01-04) or at the sizes of
+notebooks' defaults (01, 03, 04: about a minute together) or at the sizes of
 `parameters.SUITE_PARAMETERS`, is part of the `slow` run (`make test-slow`,
 run by CI); the container check runs them again, smaller, in the container's
 kernel (tests/container).
