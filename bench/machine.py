@@ -68,12 +68,16 @@ class OtherWork:
         return max(0.0, others / elapsed)
 
 
-def _settle(limit, window=2.0, patience=180.0):
-    """The load average once it is at most `limit`, waiting up to `patience`
-    seconds while other processes keep less than `limit` cores busy; the
-    first load seen above `limit` otherwise."""
+#: How long a script waits for the load of earlier runs to settle, seconds.
+SETTLE_PATIENCE_S = 180.0
+
+
+def _settle(limit, window=2.0):
+    """The load average once it is at most `limit`, waiting up to
+    `SETTLE_PATIENCE_S` while other processes keep less than `limit` cores
+    busy; the first load seen above `limit` otherwise."""
     load = os.getloadavg()[0]
-    deadline = time.perf_counter() + patience
+    deadline = time.perf_counter() + SETTLE_PATIENCE_S
     while load > limit and time.perf_counter() < deadline:
         probe = OtherWork()
         time.sleep(window)

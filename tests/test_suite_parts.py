@@ -11,7 +11,7 @@ import pytest
 
 import tests.conftest
 import tests.suite_parts
-from tests.conftest import REPO
+from tests.conftest import REPO, RUNTIME
 from tests.suite_parts import parse_part, part_files, suite_files
 
 
@@ -35,6 +35,16 @@ def test_a_bad_part_names_the_option_and_the_value(text):
         parse_part(text)
 
 
+# Each starts pytest (and TensorFlow) afresh; the hooks are plain pytest,
+# and the compat runtimes' own runs are made of parts.
+in_keras3_only = pytest.mark.skipif(
+    RUNTIME != "keras3",
+    reason="runtime-independent: the keras3 run tests the parts' processes; "
+    f"this {RUNTIME} run is made of parts itself",
+)
+
+
+@in_keras3_only
 def test_a_part_collects_only_its_files():
     """Two collecting processes over tests/settings: together every test of
     the folder, none twice."""
@@ -56,6 +66,7 @@ def test_a_part_collects_only_its_files():
     assert first | second == whole
 
 
+@in_keras3_only
 def test_a_part_without_a_selected_test_passes():
     """`-m slow` over tests/settings (no slow test there): the part selects
     nothing and exits 0 (pytest alone exits 5 when nothing runs)."""

@@ -210,39 +210,24 @@ def test_a_gpt2_fine_tune_is_written_as_gpt2_with_its_tokenizer(tmp_path, capsys
     assert written == json.loads(
         (tmp_path / "gpt2-run" / "tokenizer" / "tokenizer.json").read_text()
     )
-    if not _transformers_available():
-        return
-    from tfnorm.inference.text_generation import TextGenerator
-
-    ids, mask = _batch(300)
-    np.savez(tmp_path / "in.npz", token_ids=ids, padding_mask=mask)
-    subprocess.run(
-        [HF_PYTHON, os.path.join(REPO, "tools", "hf_reference_logits.py")]
-        + [str(out), str(tmp_path / "in.npz"), str(tmp_path / "out.npz")],
-        check=True,
-        capture_output=True,
-    )
-    with np.load(tmp_path / "out.npz") as reference:
-        theirs = reference["logits"][mask.astype(bool)]
-    ours = _logits(TextGenerator(logdir).model, ids, mask)
-    np.testing.assert_allclose(ours, theirs, atol=1e-4)
+    if _transformers_available():
+        _assert_transformers_gives_the_runs_logits(logdir, out, 300, tmp_path)
 
 
 def _transformers_available():
     return not live.args[0]
 
 
-@live
-def test_transformers_loads_a_byte_run_with_the_same_logits(run_dir, tmp_path, capsys):
+def _assert_transformers_gives_the_runs_logits(run_dir, exported, vocab_size, tmp_path):
+    """transformers (the reference venv) reads `exported` and gives the logits
+    tfnorm's model of `run_dir` gives, on a padded batch of random ids."""
     from tfnorm.inference.text_generation import TextGenerator
 
-    out = tmp_path / "hf"
-    assert tfnorm(["export", run_dir, str(out)], capsys)[0] == 0
-    ids, mask = _batch(257)
+    ids, mask = _batch(vocab_size)
     np.savez(tmp_path / "in.npz", token_ids=ids, padding_mask=mask)
     subprocess.run(
         [HF_PYTHON, os.path.join(REPO, "tools", "hf_reference_logits.py")]
-        + [str(out), str(tmp_path / "in.npz"), str(tmp_path / "out.npz")],
+        + [str(exported), str(tmp_path / "in.npz"), str(tmp_path / "out.npz")],
         check=True,
         capture_output=True,
     )
@@ -250,3 +235,10 @@ def test_transformers_loads_a_byte_run_with_the_same_logits(run_dir, tmp_path, c
         theirs = reference["logits"][mask.astype(bool)]
     ours = _logits(TextGenerator(run_dir).model, ids, mask)
     np.testing.assert_allclose(ours, theirs, atol=1e-4)
+
+
+@live
+def test_transformers_loads_a_byte_run_with_the_same_logits(run_dir, tmp_path, capsys):
+    out = tmp_path / "hf"
+    assert tfnorm(["export", run_dir, str(out)], capsys)[0] == 0
+    _assert_transformers_gives_the_runs_logits(run_dir, out, 257, tmp_path)
