@@ -35,7 +35,7 @@ from tests.progress import (  # noqa: E402, F401
 )
 
 # `--suite-part K/N`: one of N processes that share the suite's files
-# (`make test-compat`), each small enough to leave memory for subprocesses.
+# (`make test-slow-compat`), each small enough to leave memory for subprocesses.
 from tests.suite_parts import (  # noqa: E402, F401
     pytest_addoption,
     pytest_ignore_collect,
