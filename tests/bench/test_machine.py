@@ -19,13 +19,8 @@ def _load(monkeypatch, value):
 
 @pytest.fixture(autouse=True)
 def other_work(monkeypatch):
-    """What other processes use, as `OtherWork` measures it; no real waits.
-
-    The load average is an idle machine's unless a test sets one: with the
-    real one (the suite's other processes) and no sleeping, `_settle` would
-    spin for its whole patience."""
+    """What other processes use, as `OtherWork` measures it; no real waits."""
     used = {"cores": 0.0}
-    _load(monkeypatch, 0.0)
     monkeypatch.setattr(machine.OtherWork, "cores", lambda self: used["cores"])
     monkeypatch.setattr(machine.time, "sleep", lambda seconds: None)
     return used
@@ -57,6 +52,7 @@ def test_idle_machine_runs_quietly(monkeypatch, capsys):
 
 def test_the_load_of_an_earlier_run_is_waited_out(monkeypatch, capsys):
     # Just after another benchmark script: a high load, no other work.
+    monkeypatch.setattr(machine, "SETTLE_PATIENCE_S", 180.0)
     loads = iter([machine.idle_limit() + 0.3, machine.idle_limit() + 0.1, 0.2])
     monkeypatch.setattr(os, "getloadavg", lambda: (next(loads),) * 3)
     assert machine.check_idle(require_idle=True) == 0.2
