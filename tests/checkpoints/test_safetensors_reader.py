@@ -114,3 +114,45 @@ def test_a_missing_shard_a_missing_key_and_a_wrong_shape(tmp_path):
         reader.get(EMBED, shape=(300, 64), reason="config.json: hidden_size=64")
     text = _one_line(error)
     assert EMBED in text and "[300, 32]" in text and "hidden_size=64" in text
+
+
+@pytest.mark.parametrize("name", ["gpt2", "qwen2", "llama_sharded"])
+def test_every_tensor_reads_as_the_safetensors_library_reads_it(name):
+    from safetensors import safe_open
+
+    reader = SafetensorsReader(fixture(name))
+    for key in reader.keys():
+        with safe_open(reader.file_of(key), framework="numpy") as handle:
+            expected = handle.get_tensor(key)
+        np.testing.assert_array_equal(reader.get(key), expected)
+
+
+def test_rows_read_only_their_slab_in_every_dtype(tmp_path):
+    values = {
+        "f32": np.arange(60, dtype=np.float32).reshape(5, 3, 4),
+        "f16": np.arange(12, dtype=np.float16).reshape(6, 2),
+        "scalar": np.array(7.0, np.float32),
+    }
+    save_safetensors(values, str(tmp_path))
+    reader = SafetensorsReader(str(tmp_path))
+    np.testing.assert_array_equal(reader.get_rows("f32", 1, 4), values["f32"][1:4])
+    np.testing.assert_array_equal(reader.get_rows("f32", 5, 5), values["f32"][5:5])
+    rows = reader.get_rows("f16", 4, 6)
+    assert rows.dtype == np.float32
+    np.testing.assert_array_equal(rows, values["f16"][4:6].astype(np.float32))
+    assert reader.get("scalar").shape == () and float(reader.get("scalar")) == 7.0
+    bf16 = SafetensorsReader(fixture("llama_bf16"))
+    np.testing.assert_array_equal(bf16.get_rows(EMBED, 7, 9), bf16.get(EMBED)[7:9])
+    with pytest.raises(ValueError, match=r"rows 4:6 .*'f32'.*\[5, 3, 4\]"):
+        reader.get_rows("f32", 4, 6)
+
+
+def test_a_file_cut_short_after_opening_is_refused_naming_it(tmp_path):
+    save_safetensors({"a": np.ones((4, 4), np.float32)}, str(tmp_path))
+    reader = SafetensorsReader(str(tmp_path))
+    path = tmp_path / "model.safetensors"
+    os.truncate(path, os.path.getsize(path) - 8)
+    with pytest.raises(CheckpointError) as error:
+        reader.get("a")
+    text = _one_line(error)
+    assert str(path) in text and "'a'" in text and "cut short" in text

@@ -32,6 +32,7 @@ from tfnorm._keras.hub import hub_encoder_sublayers, hub_encoder_width
 from tfnorm._keras.layers import (
     BATCH_NORM_TAKES_MASK,
     add_weight,
+    assign_slice,
     attention_projections,
     build_attention,
     build_sublayer,
@@ -129,6 +130,7 @@ __all__ = [
     "TF_RELEASE",
     "accept_tensor_logs",
     "add_weight",
+    "assign_slice",
     "attention_projections",
     "build_attention",
     "build_optimizer",

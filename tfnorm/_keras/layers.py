@@ -47,6 +47,28 @@ def add_weight(
     return variable
 
 
+def assign_slice(variable, begin, value):
+    """Writes `value` into `variable` from index `begin` on, in place.
+
+    Only the slice `value` covers is written, so a large weight can be
+    filled a slab at a time without a full-size temporary (Keras 3
+    variables have no `variable[a:b].assign`). `value` is cast to the
+    variable's own dtype (a mixed-precision variable's stored one). Not
+    under a distribution strategy: a replicated variable is written whole.
+    """
+    dtype = getattr(variable, "true_dtype", None) or variable.dtype
+    value = tf.cast(tf.convert_to_tensor(value), dtype)
+    begin = [int(b) for b in begin]
+    end = [b + int(size) for b, size in zip(begin, value.shape)]
+    tf.raw_ops.ResourceStridedSliceAssign(
+        ref=variable.handle,
+        begin=begin,
+        end=end,
+        strides=[1] * len(begin),
+        value=value,
+    )
+
+
 def _add_weight_takes_autocast():
     try:
         parameters = inspect.signature(keras.layers.Layer.add_weight).parameters

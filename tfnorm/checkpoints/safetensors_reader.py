@@ -46,7 +46,8 @@ def bfloat16_to_float32(bits):
 
 
 def _header(path):
-    """`({key: entry}, data_start)` of one safetensors file, checked against its size."""
+    """`({key: entry}, data_start, metadata)` of one safetensors file, checked
+    against its size."""
     try:
         size = os.path.getsize(path)
         with open(path, "rb") as handle:
@@ -70,11 +71,11 @@ def _header(path):
         ) from None
     if not isinstance(header, dict):
         raise CheckpointError(f"{path}: the safetensors header is not a JSON object.")
-    header.pop("__metadata__", None)
+    metadata = header.pop("__metadata__", None) or {}
     data_size = size - 8 - length
     for key, entry in header.items():
         _check_entry(path, key, entry, data_size)
-    return header, 8 + length
+    return header, 8 + length, metadata
 
 
 def _check_entry(path, key, entry, data_size):
@@ -105,7 +106,7 @@ class SafetensorsReader:
     `model.safetensors` or a sharded checkpoint (`model.safetensors.index.json`
     and the shards its `weight_map` names). Only the headers are read on
     opening (and checked against the file sizes); `get(key)` reads that one
-    tensor. Floating-point tensors come back as float32 (float16 and
+    tensor, `get_rows(key, start, stop)` a slab of its rows. Floating-point tensors come back as float32 (float16 and
     bfloat16 widened exactly; numpy has no bfloat16), others as stored.
 
     Example:
@@ -130,12 +131,11 @@ class SafetensorsReader:
 
     def __init__(self, path):
         self.path = os.fspath(path)
-        self._files = {}  # shard path -> (header, data start)
-        self._handles = {}  # shard path -> safe_open handle
+        self._files = {}  # shard path -> (header, data start, metadata)
         self._where = {}  # key -> shard path
         for shard in self._shards():
-            header, start = _header(shard)
-            self._files[shard] = (header, start)
+            header, start, metadata = _header(shard)
+            self._files[shard] = (header, start, metadata)
             for key in header:
                 self._where.setdefault(key, shard)
 
@@ -212,56 +212,80 @@ class SafetensorsReader:
 
     # -- reading ---------------------------------------------------------
 
-    def get(self, key, shape=None, reason=None):
-        """Tensor `key` as a numpy array (floats as float32).
+    def require_shape(self, key, shape, reason=None):
+        """Raises `CheckpointError` unless tensor `key` has shape `shape`.
 
         Args:
             key: the tensor's name.
-            shape: tuple or None, the shape it must have.
+            shape: tuple, the shape it must have.
             reason: str or None, where `shape` comes from, for the error
                 (e.g. `"config.json: hidden_size=32"`).
         """
         shard, entry = self._entry(key)
         stored = tuple(entry["shape"])
-        if shape is not None and stored != tuple(shape):
+        if stored != tuple(shape):
             because = f" ({reason})" if reason else ""
             raise CheckpointError(
                 f"{shard}: tensor {key!r} has shape {list(stored)}, but the "
                 f"config makes it {list(shape)}{because}."
             )
-        if entry["dtype"] == "BF16":
-            value = bfloat16_to_float32(self._raw(shard, entry))
-        else:
-            value = self._handle(shard).get_tensor(key)
-        if entry["dtype"] in _FLOATS and value.dtype != np.float32:
-            value = value.astype(np.float32)
-        return value.reshape(stored)
 
-    def _raw(self, shard, entry):
-        # safetensors' numpy framework cannot return bfloat16: read the bytes.
-        start, end = entry["data_offsets"]
+    def get(self, key, shape=None, reason=None):
+        """Tensor `key` as a numpy array (floats as float32).
+
+        Args:
+            key: the tensor's name.
+            shape: tuple or None, the shape it must have (see
+                `require_shape`).
+            reason: str or None, where `shape` comes from, for the error.
+        """
+        if shape is not None:
+            self.require_shape(key, shape, reason)
+        stored = self.shape(key)
+        if not stored:
+            return self._read(key, 0, 1).reshape(())
+        return self.get_rows(key, 0, stored[0])
+
+    def get_rows(self, key, start, stop):
+        """Rows `start:stop` of tensor `key` (along its first axis), reading
+        only their bytes: a large tensor can be copied a slab at a time.
+        Floats come back as float32."""
+        stored = self.shape(key)
+        if not 0 <= start <= stop <= stored[0]:
+            raise ValueError(
+                f"rows {start}:{stop} are outside tensor {key!r} of shape "
+                f"{list(stored)}."
+            )
+        return self._read(key, start, stop).reshape((stop - start,) + stored[1:])
+
+    def _read(self, key, start, stop):
+        shard, entry = self._entry(key)
+        dtype = np.dtype(_DTYPES[entry["dtype"]])
+        row = int(np.prod(entry["shape"][1:], dtype=np.int64))
+        count = (stop - start) * row
         with open(shard, "rb") as handle:
-            handle.seek(self._files[shard][1] + start)
-            data = handle.read(end - start)
-        return np.frombuffer(data, _DTYPES[entry["dtype"]])
-
-    def _handle(self, shard):
-        if shard not in self._handles:
-            from safetensors import safe_open
-
-            try:
-                self._handles[shard] = safe_open(shard, framework="numpy")
-            except Exception as error:  # safetensors' own error type
-                raise CheckpointError(f"{shard}: cannot open ({error}).") from None
-        return self._handles[shard]
+            handle.seek(self._files[shard][1] + entry["data_offsets"][0])
+            handle.seek(start * row * dtype.itemsize, os.SEEK_CUR)
+            value = np.fromfile(handle, dtype, count)
+        if value.size != count:
+            raise CheckpointError(
+                f"{shard}: tensor {key!r} is cut short: the file ended "
+                f"{count - value.size} values early."
+            )
+        if entry["dtype"] == "BF16":
+            # numpy has no bfloat16: the file's uint16 bit patterns widen.
+            return bfloat16_to_float32(value)
+        if entry["dtype"] in _FLOATS and dtype != np.float32:
+            return value.astype(np.float32)
+        return value
 
     def metadata(self):
         """The `__metadata__` strings of the first file (`{"format": "pt"}`)."""
-        shard = next(iter(self._files))
-        return self._handle(shard).metadata() or {}
+        return dict(next(iter(self._files.values()))[2])
 
     def close(self):
-        self._handles.clear()
+        """Nothing to release (each read opens and closes its file); kept so
+        that `with SafetensorsReader(...)` reads as a scoped use."""
 
     def __enter__(self):
         return self

@@ -65,7 +65,8 @@ def save_safetensors(tensors, directory, *, max_shard_bytes=None, metadata=None)
                 f"{directory}: save_safetensors takes str names and numpy arrays. "
                 f"Received: {name!r}={type(value).__name__}"
             )
-        arrays[name] = np.ascontiguousarray(value)
+        # np.ascontiguousarray makes a 0-d array 1-d; a scalar stays one.
+        arrays[name] = np.ascontiguousarray(value).reshape(value.shape)
     os.makedirs(directory, exist_ok=True)
     info = {"format": "pt", **(metadata or {})}
     groups = _shard_groups(arrays, max_shard_bytes)

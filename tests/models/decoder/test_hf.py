@@ -13,7 +13,7 @@ import pytest
 import tfnorm
 from tests.checkpoints.hf_data import fixture
 from tfnorm.checkpoints import CheckpointError
-from tfnorm.models import decoder_from_hf
+from tfnorm.models import checkpoint_copy, decoder_from_hf
 
 DECODERS = [
     "llama_gqa_llama3",
@@ -40,6 +40,18 @@ GENERATED = ["llama_gqa_llama3", "llama_dynamic", "qwen2", "gpt2"]
 
 @pytest.mark.parametrize("name", DECODERS)
 def test_logits_equal_transformers(name):
+    _assert_logits_equal_transformers(name)
+
+
+@pytest.mark.parametrize("name", ["llama_gqa_llama3", "gpt2", "llama_bf16"])
+def test_weights_copied_a_few_rows_at_a_time_give_the_same_logits(monkeypatch, name):
+    # Every layout's slab path (rows, a head's rows, GPT-2's fused columns,
+    # transposed matrices), which the tiny files never reach by default.
+    monkeypatch.setattr(checkpoint_copy, "SLAB_BYTES", 256)
+    _assert_logits_equal_transformers(name)
+
+
+def _assert_logits_equal_transformers(name):
     ref = _reference(name)
     model = decoder_from_hf(fixture(name), max_len=32)
     assert isinstance(model, tfnorm.models.DecoderModel) and model.max_len == 32

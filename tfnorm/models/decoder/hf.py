@@ -13,8 +13,9 @@ import os
 
 from tfnorm._keras import global_policy_name, set_global_policy
 from tfnorm.checkpoints import CheckpointError, HFConfig, SafetensorsReader
+from tfnorm.models.checkpoint_copy import copy_tensor
 from tfnorm.models.decoder.builders import build_decoder
-from tfnorm.models.decoder.hf_layout import BUFFER_SUFFIXES, tensor_places, to_variable
+from tfnorm.models.decoder.hf_layout import BUFFER_SUFFIXES, tensor_places
 
 #: GPT-2 `activation_function` -> tfnorm `feed_forward`.
 _GPT2_ACTIVATIONS = {
@@ -194,10 +195,15 @@ def _copy_in(model, reader, family, source):
     places = tensor_places(model, family, _prefix(reader, family))
     used, gammas = set(), set()
     for place in places:
-        tensor = reader.get(
-            place.key, shape=place.shape, reason=f"{source}/config.json"
+        copy_tensor(
+            reader,
+            place.key,
+            place.variable,
+            shape=place.shape,
+            reason=f"{source}/config.json",
+            transpose=place.transpose,
+            part=place.part,
         )
-        place.variable.assign(to_variable(place, tensor))
         used.add(place.key)
         if "gamma" in place.variable.name and place.key.endswith(".weight"):
             gammas.add(place.key[: -len("weight")] + "bias")

@@ -130,15 +130,6 @@ def tensor_places(model, family, prefix):
     return _llama_places(model, prefix)
 
 
-def to_variable(place, tensor):
-    """The checkpoint tensor `tensor` as the value of `place.variable`."""
-    if place.part is not None:
-        tensor = tensor[..., place.part]
-    if place.transpose:
-        tensor = tensor.T
-    return np.reshape(tensor, tuple(place.variable.shape))
-
-
 def to_tensor(place, value):
     """`place.variable`'s value `value` laid out as (its part of) the
     checkpoint tensor."""

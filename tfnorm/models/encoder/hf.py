@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import os
 
-import numpy as np
-
 from tfnorm._keras import attention_projections, keras
 from tfnorm.checkpoints import CheckpointError, HFConfig, SafetensorsReader
 from tfnorm.layers.factory import get_norm
+from tfnorm.models.checkpoint_copy import copy_tensor
 from tfnorm.models.encoder.block import TransformerEncoderBlock
 from tfnorm.models.encoder.text_layers import (
     SequencePooling,
@@ -184,10 +183,14 @@ def _prefix(reader):
 def _copy_in(places, reader, source):
     used = set()
     for key, shape, variable, transpose in places:
-        tensor = reader.get(key, shape=shape, reason=f"{source}/config.json")
-        if transpose:
-            tensor = tensor.T
-        variable.assign(np.reshape(tensor, tuple(variable.shape)))
+        copy_tensor(
+            reader,
+            key,
+            variable,
+            shape=shape,
+            reason=f"{source}/config.json",
+            transpose=transpose,
+        )
         used.add(key)
     return used
 
