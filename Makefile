@@ -162,6 +162,7 @@ bench-keras3: venv
 	$(PY) bench/decoder.py --xla $(BENCH_ARGS) --markdown $(BENCH_DIR)/keras3-decoder.md --json $(BENCH_DIR)/keras3-decoder.json
 	$(PY) bench/train_loop.py $(BENCH_ARGS) --markdown $(BENCH_DIR)/keras3-train-loop.md --json $(BENCH_DIR)/keras3-train-loop.json
 	$(PY) bench/memory.py --markdown $(BENCH_DIR)/keras3-memory.md --json $(BENCH_DIR)/keras3-memory.json
+	$(PY) bench/norm_flops.py --markdown $(BENCH_DIR)/norm-flops.md --json $(BENCH_DIR)/norm-flops.json
 
 # The tf29 root mounts this repo at /src, so $(BENCH_DIR) must be inside it.
 bench-tf29:
