@@ -88,6 +88,27 @@ def test_recipe_reaches_tfnorm_train_as_nanogpts_settings(tmp_path):
     assert {key: config[key] for key in expected} == expected
 
 
+def test_the_llama_preset_runs_at_nanogpts_size(tmp_path):
+    (tmp_path / "a.txt").write_text("some text " * 50)
+    args = lm_reference.parse_args(["--max-steps", "2000"])
+    command = lm_recipe.tfnorm_command(
+        args, "llama", False, 0, str(tmp_path / "run"), str(tmp_path)
+    )
+    shown = subprocess.run(
+        command + ["--print-config"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": REPO},
+    )
+    config = json.loads(shown.stdout)
+    assert config["preset"] == "llama" and config["dff"] == lm_recipe.LLAMA_DFF
+    # SwiGLU's three matrices hold within 1% of the weights of nanoGPT's
+    # two-matrix MLP of width 4 x n_embd.
+    swiglu, mlp = 3 * 128 * config["dff"], 2 * 128 * 512
+    assert abs(swiglu / mlp - 1) < 0.01
+
+
 def test_nanogpt_gets_the_same_recipe():
     args = lm_reference.parse_args(["--nanogpt-dir", "n", "--max-steps", "300"])
     flags = lm_recipe.nanogpt_command(args, "/out")[2:]
