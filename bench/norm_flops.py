@@ -34,37 +34,17 @@ import json
 #: Floating-point operations per feature of one row.
 NORM_FLOPS_PER_FEATURE = {"rms": 4, "layer": 7}
 
+_SIZES = ("d_model", "num_layers", "num_heads", "dff", "vocab_size", "context", "gated")
 #: The models the table counts: the LLaMA paper's 7B model (Touvron et
 #: al., 2023: d 4096, 32 layers, 32 heads, SwiGLU width 11008, vocabulary
 #: 32000, context 2048), GPT-2 small, and this project's benchmark decoder.
 MODELS = {
-    "LLaMA 7B": dict(
-        d_model=4096,
-        num_layers=32,
-        num_heads=32,
-        dff=11008,
-        vocab_size=32000,
-        context=2048,
-        gated=True,
-    ),
-    "GPT-2 small": dict(
-        d_model=768,
-        num_layers=12,
-        num_heads=12,
-        dff=3072,
-        vocab_size=50257,
-        context=1024,
-        gated=False,
-    ),
-    "bench/decoder.py (d 256)": dict(
-        d_model=256,
-        num_layers=4,
-        num_heads=4,
-        dff=1024,
-        vocab_size=4096,
-        context=128,
-        gated=True,
-    ),
+    name: dict(zip(_SIZES, sizes))
+    for name, sizes in (
+        ("LLaMA 7B", (4096, 32, 32, 11008, 32000, 2048, True)),
+        ("GPT-2 small", (768, 12, 12, 3072, 50257, 1024, False)),
+        ("bench/decoder.py (d 256)", (256, 4, 4, 1024, 4096, 128, True)),
+    )
 }
 
 

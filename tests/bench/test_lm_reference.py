@@ -39,11 +39,12 @@ def test_nanogpt_evaluator_reads_the_windows_of_tfnorms_evaluation():
     assert pieces[-1][0].shape == (1, (len(tokens) - 1) % 64)
 
 
-def test_recipe_reaches_tfnorm_train_as_nanogpts_settings(tmp_path):
+def _tfnorm_config(tmp_path, preset, jit_compile, seed):
+    """The settings `tfnorm train` takes from the bench's command line."""
     (tmp_path / "a.txt").write_text("some text " * 50)
     args = lm_reference.parse_args(["--max-steps", "2000"])
     command = lm_recipe.tfnorm_command(
-        args, "gpt2", True, 3, str(tmp_path / "run"), str(tmp_path)
+        args, preset, jit_compile, seed, str(tmp_path / "run"), str(tmp_path)
     )
     shown = subprocess.run(
         command + ["--print-config"],
@@ -52,7 +53,11 @@ def test_recipe_reaches_tfnorm_train_as_nanogpts_settings(tmp_path):
         check=True,
         env={**os.environ, "PYTHONPATH": REPO},
     )
-    config = json.loads(shown.stdout)
+    return json.loads(shown.stdout)
+
+
+def test_recipe_reaches_tfnorm_train_as_nanogpts_settings(tmp_path):
+    config = _tfnorm_config(tmp_path, "gpt2", True, 3)
     expected = {
         "task": "lm",
         "num_layers": 4,
@@ -89,19 +94,7 @@ def test_recipe_reaches_tfnorm_train_as_nanogpts_settings(tmp_path):
 
 
 def test_the_llama_preset_runs_at_nanogpts_size(tmp_path):
-    (tmp_path / "a.txt").write_text("some text " * 50)
-    args = lm_reference.parse_args(["--max-steps", "2000"])
-    command = lm_recipe.tfnorm_command(
-        args, "llama", False, 0, str(tmp_path / "run"), str(tmp_path)
-    )
-    shown = subprocess.run(
-        command + ["--print-config"],
-        capture_output=True,
-        text=True,
-        check=True,
-        env={**os.environ, "PYTHONPATH": REPO},
-    )
-    config = json.loads(shown.stdout)
+    config = _tfnorm_config(tmp_path, "llama", False, 0)
     assert config["preset"] == "llama" and config["dff"] == lm_recipe.LLAMA_DFF
     # SwiGLU's three matrices hold within 1% of the weights of nanoGPT's
     # two-matrix MLP of width 4 x n_embd.
