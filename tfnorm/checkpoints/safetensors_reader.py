@@ -106,8 +106,9 @@ class SafetensorsReader:
     `model.safetensors` or a sharded checkpoint (`model.safetensors.index.json`
     and the shards its `weight_map` names). Only the headers are read on
     opening (and checked against the file sizes); `get(key)` reads that one
-    tensor, `get_rows(key, start, stop)` a slab of its rows. Floating-point tensors come back as float32 (float16 and
-    bfloat16 widened exactly; numpy has no bfloat16), others as stored.
+    tensor, `get_rows(key, start, stop)` a slab of its rows. Floating-point
+    tensors come back as float32 (float16 and bfloat16 widened exactly;
+    numpy has no bfloat16), others as stored.
 
     Example:
 

@@ -59,7 +59,7 @@ def _slabs(reader, key, target, transpose, part):
         return _whole(reader, key, target, transpose, part)
     if not transpose and stored[0] % target[0] == 0:
         return _row_slabs(reader, key, target, part)
-    if transpose and part is None and len(target) == 2:
+    if transpose and part is None and target == stored[::-1]:
         return _column_slabs(reader, key)
     return _whole(reader, key, target, transpose, part)
 
