@@ -19,18 +19,18 @@ SLAB_BYTES = 16 * 2**20
 
 
 def _whole(reader, key, target, transpose, part):
+    """The whole tensor as the variable's value."""
     value = reader.get(key)
     if part is not None:
         value = value[..., part]
     if transpose:
         value = value.T
-    yield (0,) * len(target), np.reshape(value, target)
+    return np.reshape(value, target)
 
 
-def _row_slabs(reader, key, target, part):
+def _row_slabs(reader, key, stored, target, part):
     """Tensor rows to variable rows: each variable row is `per` tensor rows
     (one, or a head's rows of an attention output kernel)."""
-    stored = reader.shape(key)
     per = stored[0] // target[0]
     row_bytes = 4 * per * int(np.prod(stored[1:]))
     step = max(1, SLAB_BYTES // row_bytes)
@@ -43,9 +43,8 @@ def _row_slabs(reader, key, target, part):
         yield begin, np.reshape(value, (last - first,) + tuple(target[1:]))
 
 
-def _column_slabs(reader, key):
+def _column_slabs(reader, key, stored):
     """A transposed matrix: tensor rows to variable columns."""
-    stored = reader.shape(key)
     step = max(1, SLAB_BYTES // (4 * stored[1]))
     for first in range(0, stored[0], step):
         value = reader.get_rows(key, first, min(first + step, stored[0]))
@@ -53,15 +52,15 @@ def _column_slabs(reader, key):
 
 
 def _slabs(reader, key, target, transpose, part):
+    """`(begin, value)` pieces that together are the variable's value."""
     stored = reader.shape(key)
     small = 4 * int(np.prod(stored)) <= SLAB_BYTES
-    if small or len(stored) < 2:
-        return _whole(reader, key, target, transpose, part)
-    if not transpose and stored[0] % target[0] == 0:
-        return _row_slabs(reader, key, target, part)
-    if transpose and part is None and target == stored[::-1]:
-        return _column_slabs(reader, key)
-    return _whole(reader, key, target, transpose, part)
+    if not small and len(stored) >= 2:
+        if not transpose and stored[0] % target[0] == 0:
+            return _row_slabs(reader, key, stored, target, part)
+        if transpose and part is None and target == stored[::-1]:
+            return _column_slabs(reader, key, stored)
+    return [((0,) * len(target), _whole(reader, key, target, transpose, part))]
 
 
 def copy_tensor(reader, key, variable, *, shape, reason, transpose=False, part=None):
@@ -87,8 +86,7 @@ def copy_tensor(reader, key, variable, *, shape, reason, transpose=False, part=N
     target = tuple(int(d) for d in variable.shape)
     if tf.distribute.has_strategy():
         # A replicated variable is written whole, by the strategy.
-        for _, value in _whole(reader, key, target, transpose, part):
-            variable.assign(value)
+        variable.assign(_whole(reader, key, target, transpose, part))
         return
     for begin, value in _slabs(reader, key, target, transpose, part):
         assign_slice(variable, begin, value)
