@@ -20,6 +20,7 @@ def test_the_new_settings_default_to_the_plain_experiment():
     assert config.embedding_std is None and config.position_offset is None
     assert config.deep_epsilon is None
     assert config.batchnorm_padding is None and config.batchnorm_momentum is None
+    assert config.clipnorm is None and config.clip_groups == "global"
 
 
 def test_the_settings_read_flag_strings_and_python_values_alike():
@@ -86,6 +87,10 @@ def test_masked_padding_is_refused_where_keras_cannot_mask():
         (["--batchnorm-momentum", "1", "--norm", "batch"], "--batchnorm-momentum: `batchnorm_momentum` must be"),
         (["--batchnorm-padding", "counted", "--norm", "batch"], "--batchnorm-padding: `batchnorm_padding` says what BatchNorm does with padding: it needs `variable_length`"),
         (["--batchnorm-padding", "dropped", "--norm", "batch", "--variable-length"], "Received: batchnorm_padding='dropped'"),
+        (["--clipnorm", "-1"], "--clipnorm: `clipnorm` must be"),
+        (["--clipnorm", "inf"], "Received: clipnorm=inf"),
+        (["--clip-groups", "separate"], "--clip-groups: `clip_groups` says how the gradients are clipped: it needs `clipnorm`. Received: clip_groups='separate'"),
+        (["--clip-groups", "norms", "--clipnorm", "1"], "Received: clip_groups='norms'"),
     ],
 )  # fmt: skip
 def test_bad_values_are_one_line_naming_the_flag(tmp_path, capsys, flags, message):
@@ -109,5 +114,7 @@ def test_the_flags_are_in_the_help(capsys):
         "--deep-epsilon",
         "--batchnorm-padding {masked,counted}",
         "--batchnorm-momentum",
+        "--clipnorm C",
+        "--clip-groups {global,separate}",
     ):
         assert flag in text

@@ -14,7 +14,10 @@ together by `check_claim_settings` from `CompareConfig._finish`:
 * `batchnorm_padding`, `batchnorm_momentum`: the batch-norm control's
   handling of padding and its moving averages' momentum;
 * `position_offset`: a per-position scalar added to every feature, the only
-  position signal (a "DC component" that carries information).
+  position signal (a "DC component" that carries information);
+* `clipnorm`, `clip_groups`: gradient clipping by global norm, over every
+  gradient or with the norms' gamma/beta clipped apart
+  (`tfnorm.experiments.grouped_clipping`).
 
 Kept apart from the experiment, which imports TensorFlow, so that `tfnorm
 compare --help` answers at once.
@@ -29,6 +32,7 @@ from tfnorm.settings.setting import setting
 
 # The `--help` sections, as `compare_settings` names them.
 MODEL = "model"
+TRAINING = "training"
 MEASUREMENT = "measurement"
 
 #: What `batchnorm_padding` may say: padding left out of BatchNorm's
@@ -104,6 +108,26 @@ POSITION_OFFSET = setting(
     metavar="A",
 )
 
+CLIPNORM = setting(
+    None,
+    TRAINING,
+    "clip the gradients' global L2 norm (without the loss scale) at this; "
+    "0 or none: no clipping (the default: clipping hides the Post-LN "
+    "instability)",
+    number(above=0.0, maximum=1e30),
+    optional=True,
+    off=(0,),
+    metavar="C",
+)
+CLIP_GROUPS = setting(
+    "global",
+    TRAINING,
+    "with clipnorm: one global norm over every gradient (global), or the "
+    "norms' gamma/beta clipped apart from the other weights, each group to "
+    "clipnorm (separate)",
+    choice(("global", "separate")),
+)
+
 #: The settings the decoder task (lm) refuses: each one's "off" value, and
 #: what it does in the encoder tasks.
 ENCODER_ONLY = {
@@ -132,6 +156,12 @@ def check_claim_settings(values):
             "`gradient_variance_loss` says when to measure the gradient "
             "variance a second time: it needs `gradient_variance_batches`. "
             f"Received: gradient_variance_loss={values['gradient_variance_loss']!r}",
+        )
+    if values["clip_groups"] != "global" and values["clipnorm"] is None:
+        raise ConfigError(
+            "clip_groups",
+            "`clip_groups` says how the gradients are clipped: it needs "
+            f"`clipnorm`. Received: clip_groups={values['clip_groups']!r}",
         )
     _check_deep_epsilon(values)
     _check_batch_norm(values)

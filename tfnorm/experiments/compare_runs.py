@@ -31,6 +31,7 @@ from tfnorm.experiments.controls import (
 )
 from tfnorm.experiments.figures import EARLY_STEPS
 from tfnorm.experiments.gradients import layer_gradient_norms
+from tfnorm.experiments.grouped_clipping import clip_by_groups, clip_groups_of
 from tfnorm.experiments.layer_gradients import (
     block_variable_groups,
     gradient_spread,
@@ -153,8 +154,15 @@ class PositionTrainer:
         self.block_groups = block_variable_groups(
             self.model, stack_blocks(self.encoder)
         )
+        # Clipping only when asked (`clipnorm`): it hides the Post-LN
+        # instability the default experiment shows.
+        self.clip_groups = (
+            clip_groups_of(self.model, self.model.trainable_variables, cfg.clip_groups)
+            if cfg.clipnorm
+            else None
+        )
         # The calibrated setting by default: Adam with beta_2 0.98, no
-        # clipping (clipping hides the Post-LN instability), no weight decay.
+        # weight decay.
         adam = {"beta_1": cfg.beta1, "beta_2": cfg.beta2, "epsilon": cfg.adam_epsilon}
         self.optimizer = wrap_for_mixed_precision(
             make_optimizer("adam", cfg.learning_rate, **adam), cfg.mixed_precision
@@ -224,6 +232,13 @@ class PositionTrainer:
         scale = _keras.loss_scale_value(self.optimizer)
         grads = tape.gradient(scaled, model.trainable_variables)
         grads = _keras.unscale_gradients(self.optimizer, grads)
+        if self.clip_groups is not None:
+            grads = clip_by_groups(
+                grads,
+                self.clip_groups,
+                self.cfg.clipnorm,
+                _keras.gradient_scale(self.optimizer),
+            )
         # Applied or skipped is the optimizer's decision; the norms are of
         # the gradients it applied (or refused), without the loss scale.
         applied, norm, unscaled = _keras.apply_gradients_and_report(

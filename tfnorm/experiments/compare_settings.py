@@ -211,6 +211,8 @@ class CompareConfig(DeclaredSettings):
         1e-9, TRAINING, "Adam's stabiliser added to the root of the squared gradient",
         number(maximum=FLOAT32_MAX, above=0.0),
     )  # fmt: skip
+    clipnorm: float | None = claims.CLIPNORM
+    clip_groups: str = claims.CLIP_GROUPS
     warmup_steps: int | None = setting(
         None,
         TRAINING,

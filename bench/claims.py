@@ -1,0 +1,468 @@
+"""Reruns the commands behind docs/claims.md: every row's first and second run (`make claims`).
+
+Each command of the page is listed here once, by row: a `tfnorm compare`
+line (its seeds for the first run and for the second) or a script of
+`bench/`. The runner starts them `--jobs` at a time, each in its own
+output directory, `OUTPUT/ROW/NAME/first` or `.../second`, and skips one
+whose directory already says it finished (`done.json`, with the command,
+its exit status and its wall and CPU time), so a stopped rerun goes on
+where it stopped. At the end `OUTPUT/times.json` lists every command's
+times and the totals; a command that failed is reported, and the others
+still run.
+
+With `--jobs 1` (the default) each command has every core, as the page's
+figures were made except where its row says otherwise; with more, each
+runs on a core of its own with one thread (`taskset`), as row 3's second
+round was. The two can differ in the last digits (the order of a sum
+depends on the threads); the verdicts rest on figures far coarser than
+that.
+
+    python bench/claims.py [--rows 1,3] [--run first|second|both]
+        [--jobs N] [--output-dir runs/claims] [--dry-run]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ONE_THREAD = {
+    "OMP_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+    "TF_NUM_INTRAOP_THREADS": "1",
+    "TF_NUM_INTEROP_THREADS": "1",
+}
+
+
+def _compare(row, name, flags, first, second):
+    return {"row": row, "name": name, "kind": "compare", "flags": flags,
+            "seeds": {"first": first, "second": second}}  # fmt: skip
+
+
+def _script(row, name, script, flags="", runtime="keras3"):
+    return {"row": row, "name": name, "kind": "script", "script": script,
+            "flags": flags, "runtime": runtime, "seeds": {"first": None, "second": None}}  # fmt: skip
+
+
+S012, S345 = (0, 1, 2), (3, 4, 5)
+S0_4, S5_9 = tuple(range(5)), tuple(range(5, 10))
+S0_7, S8_15 = tuple(range(8)), tuple(range(8, 16))
+NO_HISTOGRAMS = "--histogram-every 0"
+
+
+def _row1():
+    return [
+        _compare(1, "encoder12", "--num-layers 12 --learning-rate 3e-3 --steps 300 "
+                 f"--warmup-steps 60 --variants post:60 post pre {NO_HISTOGRAMS}", S012, S345),
+        _compare(1, "decoder12", "--task lm --num-layers 12 --steps 150 --warmup-steps 30 "
+                 f"--variants post:30 pre:30 --norms layer {NO_HISTOGRAMS}", S012, S345),
+        _compare(1, "encoder6-gradient-variance", "--num-layers 6 --steps 300 "
+                 "--variants post:60 pre:60 --gradient-variance-batches 16 "
+                 f"--gradient-variance-loss 1.0 {NO_HISTOGRAMS}", S0_4, S5_9),
+        _compare(1, "decoder6-gradient-variance", "--task lm --num-layers 6 --steps 150 "
+                 "--warmup-steps 30 --variants post:30 pre:30 --norms layer "
+                 "--gradient-variance-batches 16 --gradient-variance-loss 3.0 "
+                 f"{NO_HISTOGRAMS}", S0_4, S5_9),
+    ]  # fmt: skip
+
+
+def _row2():
+    return [
+        _script(2, "norms-keras3", "bench/norms.py"),
+        _script(2, "norms-tf29", "bench/norms.py", runtime="tf29"),
+        _script(2, "decoder-keras3", "bench/decoder.py", "--xla"),
+        _script(2, "decoder-tf29", "bench/decoder.py", "--xla", runtime="tf29"),
+        _script(2, "norm-flops", "bench/norm_flops.py"),
+        _compare(
+            2, "quality", "--task lm --variants pre:60 --norms layer rms", S012, S345
+        ),
+    ]
+
+
+#: Row 3, second round: the epsilons, and the seeds of its second run.
+ROW3_EPSILONS = ("1e-8", "1e-7", "1e-6", "1e-5", "1e-4", "1e-3", "1e-2")
+ROW3_ENCODER = (
+    "--mixed-precision float16 --embedding-std 1e-3 --variants pre --num-layers 12 "
+    "--d-model 32 --num-heads 4 --dff 64 --steps 200 --eval-size 128 "
+    f"--eval-every 20 {NO_HISTOGRAMS}"
+)
+ROW3_DECODER = (
+    "--task lm --mixed-precision float16 --embedding-std 1e-3 --variants pre "
+    f"--num-layers 12 --steps 200 --eval-every 20 {NO_HISTOGRAMS}"
+)
+#: The settings of row 3's second round that its second run (seed 1) repeats.
+ROW3_SECOND_DECODER = ("1e-8", "1e-3")
+ROW3_SECOND_ENCODER = ("1e-8", "layered")
+
+
+def _row3():
+    commands = []
+    first_round = (
+        "--mixed-precision float16 --variants pre --num-layers 12 --steps 40 "
+        f"--warmup-steps 8 --eval-every 10 {NO_HISTOGRAMS}"
+    )
+    for statistics in ("compute", "float32"):
+        for epsilon in ("1e-8", "1e-6", "1e-5"):
+            setting = f"--statistics {statistics} --epsilon {epsilon}"
+            commands.append(
+                _compare(
+                    3,
+                    f"encoder40-{statistics}-eps{epsilon}",
+                    f"{first_round} {setting} "
+                    "--d-model 32 --num-heads 4 --dff 64 --eval-size 128",
+                    (0,),
+                    (1,),
+                )
+            )
+            commands.append(
+                _compare(
+                    3,
+                    f"decoder40-{statistics}-eps{epsilon}",
+                    f"--task lm {first_round} {setting}",
+                    (0,),
+                    (1,),
+                )
+            )
+    for statistics in ("compute", "float32"):
+        for xla, jit_flag in (("xla", ""), ("nojit", " --no-jit")):
+            for epsilon in ROW3_EPSILONS + ("layered",):
+                if epsilon == "layered":
+                    setting = "--epsilon 1e-7 --deep-epsilon 1e-5"
+                else:
+                    setting = f"--epsilon {epsilon}"
+                second = (
+                    (1,) if epsilon in ROW3_SECOND_ENCODER and xla == "nojit" else None
+                )
+                commands.append(
+                    _compare(
+                        3,
+                        f"encoder-{statistics}-eps{epsilon}-{xla}",
+                        f"{ROW3_ENCODER} --statistics {statistics} {setting}{jit_flag}",
+                        (0,),
+                        second,
+                    )
+                )
+            for epsilon in ROW3_EPSILONS:
+                second = (1,) if epsilon in ROW3_SECOND_DECODER else None
+                commands.append(
+                    _compare(
+                        3,
+                        f"decoder-{statistics}-eps{epsilon}-{xla}",
+                        f"{ROW3_DECODER} --statistics {statistics} --epsilon {epsilon}"
+                        f"{jit_flag}",
+                        (0,),
+                        second,
+                    )
+                )
+    return commands  # fmt: skip
+
+
+def _row4():
+    return [
+        _compare(4, "encoder12-gamma1.25", "--num-layers 12 --learning-rate 3e-3 "
+                 "--steps 300 --warmup-steps 60 --variants post:60 post --gamma-init 1.25 "
+                 f"{NO_HISTOGRAMS}", S012, S345),
+        _compare(4, "post6-gamma1.0", f"--variants post:30 {NO_HISTOGRAMS}", S0_7, S8_15),
+        _compare(4, "post6-gamma1.25", f"--variants post:30 --gamma-init 1.25 {NO_HISTOGRAMS}",
+                 S0_7, S8_15),
+        _compare(4, "pre24-gamma1.0", f"--num-layers 24 --variants pre {NO_HISTOGRAMS}",
+                 S0_7, S8_15),
+        _compare(4, "pre24-gamma1.25", "--num-layers 24 --variants pre --gamma-init 1.25 "
+                 f"{NO_HISTOGRAMS}", S0_7, S8_15),
+    ]  # fmt: skip
+
+
+def _row5():
+    base = (
+        "--variable-length --variants pre --num-layers 4 --steps 150 --warmup-steps 30 "
+        f"--eval-size 128 --eval-every 25 {NO_HISTOGRAMS}"
+    )
+    commands = [
+        _compare(
+            5,
+            f"{norm}-batch{size}",
+            f"--norm {norm} --batch-size {size} {base}",
+            S012,
+            S345,
+        )
+        for norm in ("batch", "layer")
+        for size in (1, 2, 4, 32)
+    ]
+    commands += [
+        _compare(
+            5,
+            f"batch-{padding}-m0.9",
+            f"--norm batch --batchnorm-padding {padding} "
+            f"--batchnorm-momentum 0.9 --batch-size 32 {base}",
+            S0_4,
+            S5_9,
+        )
+        for padding in ("masked", "counted")
+    ]
+    commands += [
+        _compare(
+            5,
+            "batch-counted-m0.99",
+            f"--norm batch --batchnorm-padding counted --batch-size 32 {base}",
+            S0_4,
+            S5_9,
+        ),
+        _compare(
+            5,
+            "layer-batch32-5seeds",
+            f"--norm layer --batch-size 32 {base}",
+            S0_4,
+            S5_9,
+        ),
+    ]
+    return commands  # fmt: skip
+
+
+def _row6():
+    base = f"--num-layers 4 --steps 200 --variants pre {NO_HISTOGRAMS}"
+    commands = [
+        _compare(
+            6,
+            f"{norm}-offset{offset}",
+            f"{base} --norm {norm} --input-offset {offset}",
+            S012,
+            S345,
+        )
+        for norm in ("layer", "rms")
+        for offset in (0, 10)
+    ]
+    commands += [
+        _compare(
+            6,
+            f"{norm}-position{offset}",
+            f"{base} --norm {norm} --position-offset {offset}",
+            S012,
+            S345,
+        )
+        for norm in ("layer", "rms")
+        for offset in (0, 1, 3, 10)
+    ]
+    return commands  # fmt: skip
+
+
+def _row7():
+    # The 24-block Pre-LN runs are row 4's `pre24-gamma1.0`.
+    return [
+        _compare(
+            7, "warmup", f"--variants post pre post:60 {NO_HISTOGRAMS}", S012, S345
+        )
+    ]
+
+
+def _rows8_9():
+    return [
+        _script(8, "norm-mixing-keras3", "bench/norm_mixing.py"),
+        _script(8, "norm-mixing-tf29", "bench/norm_mixing.py", runtime="tf29"),
+    ]
+
+
+def commands():
+    """Every command of the page, in row order."""
+    return (
+        _row1() + _row2() + _row3() + _row4() + _row5() + _row6() + _row7() + _rows8_9()
+    )
+
+
+def jobs(selected_rows, runs):
+    """(command, run) pairs to run: a compare command once per run it has
+    seeds for; a script once, as the first run."""
+    chosen = []
+    for command in commands():
+        if selected_rows and command["row"] not in selected_rows:
+            continue
+        for run in runs:
+            if command["kind"] == "script" and run == "second":
+                continue
+            if command["kind"] == "compare" and command["seeds"][run] is None:
+                continue
+            chosen.append((command, run))
+    return chosen
+
+
+def argv(command, run, directory, python=sys.executable):
+    """The command line of one job, writing into `directory`."""
+    if command["kind"] == "compare":
+        seeds = [str(seed) for seed in command["seeds"][run]]
+        return [python, "-m", "tfnorm", "compare", *shlex.split(command["flags"]),
+                "--seeds", *seeds, "--output-dir", directory]  # fmt: skip
+    files = [("--markdown", "table.md"), ("--json", "figures.json")]
+    if command["runtime"] == "tf29":
+        # The TF 2.9 root sees the repository only (as its /src, the cwd):
+        # files elsewhere stay in the log.
+        inside = os.path.relpath(directory, REPO)
+        outputs = (
+            []
+            if inside.startswith("..")
+            else [
+                part
+                for flag, name in files
+                for part in (flag, os.path.join(inside, name))
+            ]
+        )
+        script = [command["script"], *shlex.split(command["flags"]), *outputs]
+        return [os.path.join(REPO, "tools", "tf29-root.sh"), "run", "python", *script]
+    outputs = [
+        part for flag, name in files for part in (flag, os.path.join(directory, name))
+    ]
+    return [python, command["script"], *shlex.split(command["flags"]), *outputs]
+
+
+def exit_code(status):
+    """A `wait` status as `subprocess` reports it (negative: the signal)."""
+    return os.WEXITSTATUS(status) if os.WIFEXITED(status) else -os.WTERMSIG(status)
+
+
+def job_directory(output_dir, command, run):
+    return os.path.join(output_dir, str(command["row"]), command["name"], run)
+
+
+def _start(line, directory, core):
+    os.makedirs(directory, exist_ok=True)
+    env = dict(os.environ)
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (REPO, env.get("PYTHONPATH")) if p)
+    if core is not None:
+        env.update(ONE_THREAD)
+        line = ["taskset", "-c", str(core), *line]
+    log = open(os.path.join(directory, "log.txt"), "w", encoding="utf-8")
+    process = subprocess.Popen(
+        line, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT
+    )
+    log.close()
+    return process
+
+
+def run_jobs(pending, output_dir, jobs_at_once, python=sys.executable):
+    """Runs `pending` (command, run) pairs, `jobs_at_once` at a time; returns
+    one record per job (skipped ones included, from their `done.json`)."""
+    records, running = [], {}
+    cores = (
+        sorted(os.sched_getaffinity(0))[:jobs_at_once] if jobs_at_once > 1 else [None]
+    )
+    queue = list(pending)
+    while queue or running:
+        while queue and len(running) < len(cores):
+            command, run = queue.pop(0)
+            directory = job_directory(output_dir, command, run)
+            done = os.path.join(directory, "done.json")
+            if os.path.exists(done):
+                with open(done, encoding="utf-8") as handle:
+                    records.append({**json.load(handle), "skipped": True})
+                continue
+            core = next(
+                c for c in cores if c not in {r["core"] for r in running.values()}
+            )
+            line = argv(command, run, directory, python)
+            process = _start(line, directory, core)
+            running[process.pid] = {"process": process, "core": core, "line": line,
+                                    "command": command, "run": run,
+                                    "directory": directory, "start": time.time()}  # fmt: skip
+        if not running:
+            break
+        pid, status, usage = os.wait4(-1, 0)
+        job = running.pop(pid, None)
+        if job is None:
+            continue
+        record = {
+            "row": job["command"]["row"],
+            "name": job["command"]["name"],
+            "run": job["run"],
+            "command": shlex.join(job["line"]),
+            "returncode": exit_code(status),
+            "wall_s": round(time.time() - job["start"], 1),
+            "cpu_s": round(usage.ru_utime + usage.ru_stime, 1),
+        }
+        job["process"].returncode = record["returncode"]
+        if record["returncode"] == 0:
+            with open(
+                os.path.join(job["directory"], "done.json"), "w", encoding="utf-8"
+            ) as h:
+                json.dump(record, h, indent=2)
+        records.append(record)
+        state = (
+            "ok" if record["returncode"] == 0 else f"FAILED ({record['returncode']})"
+        )
+        print(f"row {record['row']} {record['name']} ({record['run']}): {state}, "
+              f"{record['wall_s']:.0f} s wall, {record['cpu_s']:.0f} CPU-s", flush=True)  # fmt: skip
+    return records
+
+
+def problem(args):
+    """Why the run cannot start (one line naming the flag), or None."""
+    known = {command["row"] for command in commands()}
+    unknown = sorted(set(args.rows) - known)
+    if unknown:
+        return f"--rows: no row {unknown[0]} on the page (rows {sorted(known)}). Received: rows={args.rows}"
+    if args.jobs < 1 or args.jobs > len(os.sched_getaffinity(0)):
+        return (f"--jobs must be 1 to the {len(os.sched_getaffinity(0))} cores this "
+                f"process may use. Received: jobs={args.jobs}")  # fmt: skip
+    if args.jobs > 1 and shutil.which("taskset") is None:
+        return "--jobs above 1 pins each job to a core with taskset (util-linux), not found"
+    return None
+
+
+def _rows(text):
+    try:
+        return [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"--rows takes row numbers separated by commas. Received: rows={text!r}"
+        ) from None
+
+
+def main(argv_=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--rows", type=_rows, default=[], help="e.g. 1,3 (default: every row)"
+    )
+    parser.add_argument("--run", choices=("first", "second", "both"), default="both")
+    parser.add_argument("--jobs", type=int, default=1)
+    parser.add_argument("--output-dir", default=os.path.join("runs", "claims"))
+    parser.add_argument("--dry-run", action="store_true", help="list the commands only")
+    args = parser.parse_args(argv_)
+    args.output_dir = os.path.abspath(args.output_dir)
+    error = problem(args)
+    if error:
+        print(f"claims: {error}", file=sys.stderr)
+        return 2
+    runs = ("first", "second") if args.run == "both" else (args.run,)
+    pending = jobs(set(args.rows), runs)
+    if args.dry_run:
+        for command, run in pending:
+            directory = job_directory(args.output_dir, command, run)
+            print(f"# row {command['row']}, {command['name']}, {run} run")
+            print(shlex.join(argv(command, run, directory, "python")))
+        print(f"# {len(pending)} commands")
+        return 0
+    records = run_jobs(pending, args.output_dir, args.jobs)
+    failed = [r for r in records if r["returncode"] != 0]
+    summary = {
+        "jobs": records,
+        "wall_s": round(sum(r["wall_s"] for r in records), 1),
+        "cpu_s": round(sum(r["cpu_s"] for r in records), 1),
+        "failed": len(failed),
+    }
+    os.makedirs(args.output_dir, exist_ok=True)
+    with open(
+        os.path.join(args.output_dir, "times.json"), "w", encoding="utf-8"
+    ) as handle:
+        json.dump(summary, handle, indent=2)
+    print(f"{len(records)} commands, {summary['cpu_s'] / 3600:.2f} CPU-hours, "
+          f"{len(failed)} failed; times in {args.output_dir}/times.json")  # fmt: skip
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
