@@ -8,7 +8,7 @@ INSTALLED := $(VENV)/.installed
 # read from its output.
 PYTEST_ARGS ?= -x -q --durations=15
 
-.PHONY: hf-reference hf-fixtures venv test test-container test-slow test-legacy test-tf29 test-compat test-slow-compat lint format bench bench-keras3 bench-tf29 bench-hf bench-lm-reference bench-reference-check demo demo-lm system-deps clean
+.PHONY: hf-reference hf-fixtures venv test test-container test-slow test-legacy test-tf29 test-compat test-slow-compat lint format bench bench-keras3 bench-tf29 bench-hf bench-lm-reference bench-reference-check claims demo demo-lm system-deps clean
 
 # tf-keras (the legacy runtime) and keras-hub (bench/encoder.py and the
 # keras-hub tests of tests/models and tests/callbacks) are installed with
@@ -220,6 +220,17 @@ demo: venv
 DEMO_LM_DIR ?= runs/compare-lm
 demo-lm: venv
 	$(VENV)/bin/tfnorm compare --task lm --output-dir $(DEMO_LM_DIR) $(COMPARE_ARGS)
+
+# Reruns docs/claims.md (bench/claims.py): every row's commands, first and
+# second runs, CLAIMS_JOBS at a time (each then on a core of its own, one
+# thread); a stopped rerun goes on where it stopped. The page's section
+# "Rerunning the page" gives the CPU time it takes. Choose with e.g.
+# CLAIMS_ARGS="--rows 3 --run first".
+CLAIMS_DIR ?= runs/claims
+CLAIMS_JOBS ?= 1
+CLAIMS_ARGS ?=
+claims: venv
+	$(PY) bench/claims.py --jobs $(CLAIMS_JOBS) --output-dir $(CLAIMS_DIR) $(CLAIMS_ARGS)
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info

@@ -33,6 +33,7 @@ import sys
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_TF29 = os.path.join(REPO, "tools", "tf29-root.sh")
 ONE_THREAD = {
     "OMP_NUM_THREADS": "1",
     "MKL_NUM_THREADS": "1",
@@ -41,14 +42,16 @@ ONE_THREAD = {
 }
 
 
-def _compare(row, name, flags, first, second):
+def _compare(row, name, flags, first, second, runtime="keras3"):
     return {"row": row, "name": name, "kind": "compare", "flags": flags,
-            "seeds": {"first": first, "second": second}}  # fmt: skip
+            "seeds": {"first": first, "second": second}, "runtime": runtime}  # fmt: skip
 
 
-def _script(row, name, script, flags="", runtime="keras3"):
+def _script(row, name, script, flags="", runtime="keras3", second=None):
+    """A script of `bench/`; `second`: the flags its second run adds (None:
+    run once, its figures repeated by `make bench`'s repetitions)."""
     return {"row": row, "name": name, "kind": "script", "script": script,
-            "flags": flags, "runtime": runtime, "seeds": {"first": None, "second": None}}  # fmt: skip
+            "flags": flags, "runtime": runtime, "second": second}  # fmt: skip
 
 
 S012, S345 = (0, 1, 2), (3, 4, 5)
@@ -94,7 +97,7 @@ ROW3_ENCODER = (
     f"--eval-every 20 {NO_HISTOGRAMS}"
 )
 ROW3_DECODER = (
-    "--task lm --mixed-precision float16 --embedding-std 1e-3 --variants pre "
+    "--task lm --mixed-precision float16 --embedding-std 1e-3 --variants pre --norms layer "
     f"--num-layers 12 --steps 200 --eval-every 20 {NO_HISTOGRAMS}"
 )
 #: The settings of row 3's second round that its second run (seed 1) repeats.
@@ -214,6 +217,16 @@ def _row5():
             S0_4,
             S5_9,
         ),
+        # Keras 2.9's own behaviour: its BatchNormalization takes no mask.
+        _compare(
+            5,
+            "batch-counted-m0.9-tf29",
+            "--norm batch --batchnorm-padding counted --batchnorm-momentum 0.9 "
+            f"--batch-size 32 {base}",
+            S0_4,
+            None,
+            runtime="tf29",
+        ),
         _compare(
             5,
             "layer-batch32-5seeds",
@@ -263,27 +276,58 @@ def _row7():
 
 def _rows8_9():
     return [
-        _script(8, "norm-mixing-keras3", "bench/norm_mixing.py"),
-        _script(8, "norm-mixing-tf29", "bench/norm_mixing.py", runtime="tf29"),
+        _script(8, "norm-mixing-keras3", "bench/norm_mixing.py", second="--seed 1"),
+        _script(
+            8,
+            "norm-mixing-tf29",
+            "bench/norm_mixing.py",
+            runtime="tf29",
+            second="--seed 1",
+        ),
     ]
+
+
+def _row12():
+    base = f"--variants post:30 {NO_HISTOGRAMS}"
+    return [
+        _compare(12, "none", base, S0_7, S8_15),
+        _compare(
+            12, "global", f"{base} --clipnorm 1.0 --clip-groups global", S0_7, S8_15
+        ),
+        _compare(
+            12, "separate", f"{base} --clipnorm 1.0 --clip-groups separate", S0_7, S8_15
+        ),
+    ]
+
+
+#: Rows whose figures come from another row's commands.
+SHARED_ROWS = {9: 8, 10: 3, 11: 3}
+#: Rows with no command: not testable here (the page says why).
+UNTESTABLE_ROWS = (13,)
 
 
 def commands():
     """Every command of the page, in row order."""
     return (
-        _row1() + _row2() + _row3() + _row4() + _row5() + _row6() + _row7() + _rows8_9()
-    )
+        _row1() + _row2() + _row3() + _row4() + _row5() + _row6() + _row7()
+        + _rows8_9() + _row12()
+    )  # fmt: skip
 
 
 def jobs(selected_rows, runs):
     """(command, run) pairs to run: a compare command once per run it has
-    seeds for; a script once, as the first run."""
+    seeds for; a script as the first run, and as the second when it has one."""
+    selected_rows = {SHARED_ROWS.get(row, row) for row in selected_rows}
     chosen = []
     for command in commands():
         if selected_rows and command["row"] not in selected_rows:
             continue
         for run in runs:
-            if command["kind"] == "script" and run == "second":
+            if (
+                command["kind"] == "script"
+                and run == "second"
+                and not command["second"]
+            ):
                 continue
             if command["kind"] == "compare" and command["seeds"][run] is None:
                 continue
@@ -293,15 +337,17 @@ def jobs(selected_rows, runs):
 
 def argv(command, run, directory, python=sys.executable):
     """The command line of one job, writing into `directory`."""
+    # The TF 2.9 root sees the repository only (as its /src, the cwd).
+    inside = os.path.relpath(directory, REPO)
     if command["kind"] == "compare":
         seeds = [str(seed) for seed in command["seeds"][run]]
-        return [python, "-m", "tfnorm", "compare", *shlex.split(command["flags"]),
-                "--seeds", *seeds, "--output-dir", directory]  # fmt: skip
+        tail = [*shlex.split(command["flags"]), "--seeds", *seeds, "--output-dir"]
+        if command["runtime"] == "tf29":
+            return [_TF29, "run", "python", "-m", "tfnorm", "compare", *tail, inside]
+        return [python, "-m", "tfnorm", "compare", *tail, directory]
     files = [("--markdown", "table.md"), ("--json", "figures.json")]
     if command["runtime"] == "tf29":
-        # The TF 2.9 root sees the repository only (as its /src, the cwd):
-        # files elsewhere stay in the log.
-        inside = os.path.relpath(directory, REPO)
+        # Files outside the repository stay in the log.
         outputs = (
             []
             if inside.startswith("..")
@@ -311,12 +357,17 @@ def argv(command, run, directory, python=sys.executable):
                 for part in (flag, os.path.join(inside, name))
             ]
         )
-        script = [command["script"], *shlex.split(command["flags"]), *outputs]
-        return [os.path.join(REPO, "tools", "tf29-root.sh"), "run", "python", *script]
+        script = [command["script"], *_script_flags(command, run), *outputs]
+        return [_TF29, "run", "python", *script]
     outputs = [
         part for flag, name in files for part in (flag, os.path.join(directory, name))
     ]
-    return [python, command["script"], *shlex.split(command["flags"]), *outputs]
+    return [python, command["script"], *_script_flags(command, run), *outputs]
+
+
+def _script_flags(command, run):
+    flags = command["flags"] + (f" {command['second']}" if run == "second" else "")
+    return shlex.split(flags)
 
 
 def exit_code(status):
@@ -401,7 +452,13 @@ def run_jobs(pending, output_dir, jobs_at_once, python=sys.executable):
 
 def problem(args):
     """Why the run cannot start (one line naming the flag), or None."""
-    known = {command["row"] for command in commands()}
+    known = {command["row"] for command in commands()} | set(SHARED_ROWS)
+    untestable = sorted(set(args.rows) & set(UNTESTABLE_ROWS))
+    if untestable:
+        return (
+            f"--rows: row {untestable[0]} has no command (not testable here: the "
+            f"page says why). Received: rows={args.rows}"
+        )
     unknown = sorted(set(args.rows) - known)
     if unknown:
         return f"--rows: no row {unknown[0]} on the page (rows {sorted(known)}). Received: rows={args.rows}"
@@ -439,6 +496,17 @@ def main(argv_=None):
         return 2
     runs = ("first", "second") if args.run == "both" else (args.run,)
     pending = jobs(set(args.rows), runs)
+    outside = os.path.relpath(args.output_dir, REPO).startswith("..")
+    if outside and any(
+        c["kind"] == "compare" and c["runtime"] == "tf29" for c, _ in pending
+    ):
+        print(
+            "claims: --output-dir must be inside the repository for the TF 2.9 "
+            "runs (the TF 2.9 root sees only the repository), or choose --rows "
+            f"without them. Received: output_dir={args.output_dir}",
+            file=sys.stderr,
+        )
+        return 2
     if args.dry_run:
         for command, run in pending:
             directory = job_directory(args.output_dir, command, run)

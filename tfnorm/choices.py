@@ -87,6 +87,8 @@ COMPARE_TASKS = ("reverse", "mlm", "lm")
 #: Norms `tfnorm compare --norm` also takes, as controls outside the family
 #: (`tfnorm.experiments.controls`): `tfnorm train` refuses them.
 COMPARE_CONTROL_NORMS = ("batch",)
+#: How `tfnorm compare --clipnorm` groups the gradients it clips.
+CLIP_GROUPS = ("global", "separate")
 #: Where `tfnorm compare`'s norms compute their statistics: float32 (tfnorm's
 #: norms) or the compute dtype (a LayerNorm control).
 COMPARE_STATISTICS = ("float32", "compute")

@@ -34,7 +34,9 @@ def test_every_compare_command_of_the_page_is_accepted_by_tfnorm_compare():
 
 def test_every_row_of_the_page_has_a_command():
     rows = {command["row"] for command in claims.commands()}
-    assert rows == set(range(1, 9))
+    shared = set(claims.SHARED_ROWS)
+    assert rows | shared | set(claims.UNTESTABLE_ROWS) == set(range(1, 14))
+    assert not rows & shared and set(claims.SHARED_ROWS.values()) <= rows
     names = [(c["row"], c["name"]) for c in claims.commands()]
     assert len(names) == len(set(names))  # one output directory each
 
@@ -61,7 +63,7 @@ def _script(tmp_path, name, exit_code):
         f"sys.exit({exit_code})\n"
     )
     return {"row": 1, "name": name, "kind": "script", "script": str(script),
-            "flags": "", "runtime": "keras3", "seeds": {"first": None, "second": None}}  # fmt: skip
+            "flags": "", "runtime": "keras3", "second": None}  # fmt: skip
 
 
 def test_the_runner_times_each_job_reports_a_failure_and_resumes(tmp_path, capsys):
@@ -91,7 +93,8 @@ def test_the_runner_times_each_job_reports_a_failure_and_resumes(tmp_path, capsy
 @pytest.mark.parametrize(
     "flags, message",
     [
-        (["--rows", "12"], r"--rows: no row 12 on the page"),
+        (["--rows", "14"], r"--rows: no row 14 on the page"),
+        (["--rows", "13"], r"--rows: row 13 has no command \(not testable here"),
         (["--jobs", "0"], r"--jobs must be 1 to the"),
     ],
 )
@@ -100,6 +103,18 @@ def test_bad_values_are_one_line_naming_the_flag(flags, message, capsys):
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1
     assert re.search(message, err)
+
+
+def test_tf29_runs_need_an_output_dir_the_tf29_root_sees(tmp_path, capsys):
+    flags = ["--rows", "5", "--dry-run", "--output-dir", str(tmp_path)]
+    assert claims.main(flags) == 2
+    assert "--output-dir must be inside the repository" in capsys.readouterr().err
+    assert claims.main(["--rows", "7", "--dry-run", "--output-dir", str(tmp_path)]) == 0
+
+
+def test_a_shared_row_selects_the_commands_it_reads():
+    row10 = claims.jobs({10}, ("first",))
+    assert row10 == claims.jobs({3}, ("first",)) and row10
 
 
 def test_the_dry_run_lists_every_command_once(capsys):

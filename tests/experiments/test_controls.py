@@ -217,6 +217,70 @@ def test_in_float16_large_inputs_overflow_the_variance_only_without_float32_stat
     )
 
 
+def _input_gradient(norm, rows, upstream, jit_compile):
+    def gradient(x, dy):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = norm(x)
+        return tape.gradient(y, x, output_gradients=dy)
+
+    return tf.function(gradient, jit_compile=jit_compile)(rows, upstream).numpy()
+
+
+def _small_variance_rows():
+    # Rows of variance about 1e-6: token embeddings drawn from N(0, 1e-3),
+    # row 3's inputs.
+    return (np.random.default_rng(0).normal(0, 1e-3, (4, 32))).astype("float16")
+
+
+def _upstream(rows, size=1.0):
+    # Not all ones: the gradient of a row's sum through a LayerNorm is 0.
+    normal = np.random.default_rng(1).normal(size=rows.shape) * size
+    return normal.astype("float16")
+
+
+@pytest.mark.parametrize("jit_compile", [False, True])
+def test_in_float16_a_small_epsilon_overflows_the_backward_on_near_constant_rows(
+    mixed_policy, jit_compile
+):
+    # Claim 3's failure: the derivative of rsqrt(v + eps) is
+    # -1/2 (v + eps)^(-3/2): rsqrt's value cubed, which passes float16's
+    # 65504 once v + eps < 6.2e-4. On rows of variance ~1e-6 an epsilon of
+    # 1e-5 overflows, 1e-3 does not, and tfnorm's float32 statistics never do.
+    mixed_policy("mixed_float16")
+    rows = _small_variance_rows()
+    upstream = _upstream(rows)
+    for epsilon, finite in ((1e-8, False), (1e-5, False), (1e-3, True)):
+        control = controls.ComputeDtypeLayerNorm(epsilon=epsilon)
+        gradient = _input_gradient(control, rows, upstream, jit_compile)
+        assert np.isfinite(gradient).all() == finite, epsilon
+    ours = tfnorm.LayerNormalization(epsilon=1e-8)
+    assert np.isfinite(_input_gradient(ours, rows, upstream, jit_compile)).all()
+
+
+def test_in_float16_xla_overflows_whatever_the_loss_scale_and_tensorflow_not(
+    mixed_policy,
+):
+    # Why row 3's float16 runs fail differently by compile path.
+    # TensorFlow's kernel multiplies the upstream gradient into the cube
+    # step by step, so a small enough loss scale keeps it finite (the no-XLA
+    # runs trained on after their first ~25 steps were skipped); XLA forms
+    # the cube first, which is Inf below v + eps = 6.2e-4 whatever the
+    # scale (every step skipped, the scale halved to 0). An upstream
+    # gradient that underflowed to 0 gives 0 in TensorFlow (that row
+    # silently learns nothing) and inf * 0 = NaN under XLA.
+    mixed_policy("mixed_float16")
+    rows = _small_variance_rows()
+    control = controls.ComputeDtypeLayerNorm(epsilon=1e-4)
+    small = _upstream(rows, 2.0**-9)
+    assert np.isfinite(_input_gradient(control, rows, small, False)).all()
+    assert not np.isfinite(_input_gradient(control, rows, small, True)).all()
+    zero = np.zeros_like(rows)
+    control = controls.ComputeDtypeLayerNorm(epsilon=1e-5)
+    np.testing.assert_array_equal(_input_gradient(control, rows, zero, False), 0.0)
+    assert np.isnan(_input_gradient(control, rows, zero, True)).any()
+
+
 def test_compute_precision_sets_the_policy_for_the_block_only():
     with controls.compute_precision("float16"):
         assert _keras.global_policy_name() == "mixed_float16"

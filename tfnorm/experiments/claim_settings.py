@@ -26,6 +26,7 @@ compare --help` answers at once.
 from __future__ import annotations
 
 from tfnorm._errors import setting_key
+from tfnorm.choices import CLIP_GROUPS
 from tfnorm.settings.config_error import ConfigError
 from tfnorm.settings.readers import choice, integer, number
 from tfnorm.settings.setting import setting
@@ -125,7 +126,7 @@ CLIP_GROUPS = setting(
     "with clipnorm: one global norm over every gradient (global), or the "
     "norms' gamma/beta clipped apart from the other weights, each group to "
     "clipnorm (separate)",
-    choice(("global", "separate")),
+    choice(CLIP_GROUPS),
 )
 
 #: The settings the decoder task (lm) refuses: each one's "off" value, and

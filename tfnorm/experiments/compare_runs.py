@@ -1,10 +1,9 @@
 """One run of the warm-up experiment: its model and one trained variant.
 
-`tfnorm.experiments.compare_experiment.run_comparison` trains every variant for every
-seed with `train_run`, reusing one `PositionTrainer` (one model, one compiled
-step) per norm position, on a task of `tfnorm.experiments.tasks`
-(batches as `(inputs, targets, weights)`: the loss and the accuracy are
-weighted means over tokens).
+`tfnorm.experiments.compare_experiment.run_comparison` trains every variant
+for every seed with `train_run`, reusing one `PositionTrainer` (one model,
+one compiled step) per norm position, on a task of `tfnorm.experiments.tasks`
+(batches `(inputs, targets, weights)`: weighted means over tokens).
 """
 
 from __future__ import annotations
@@ -31,7 +30,7 @@ from tfnorm.experiments.controls import (
 )
 from tfnorm.experiments.figures import EARLY_STEPS
 from tfnorm.experiments.gradients import layer_gradient_norms
-from tfnorm.experiments.grouped_clipping import clip_by_groups, clip_groups_of
+from tfnorm.experiments.grouped_clipping import gradient_clipper
 from tfnorm.experiments.layer_gradients import (
     block_variable_groups,
     gradient_spread,
@@ -154,15 +153,9 @@ class PositionTrainer:
         self.block_groups = block_variable_groups(
             self.model, stack_blocks(self.encoder)
         )
-        # Clipping only when asked (`clipnorm`): it hides the Post-LN
-        # instability the default experiment shows.
-        self.clip_groups = (
-            clip_groups_of(self.model, self.model.trainable_variables, cfg.clip_groups)
-            if cfg.clipnorm
-            else None
-        )
-        # The calibrated setting by default: Adam with beta_2 0.98, no
-        # weight decay.
+        # By default Adam with beta_2 0.98, no decay, no clipping (it would hide
+        # the Post-LN instability).
+        self.clip = gradient_clipper(self.model, cfg.clipnorm, cfg.clip_groups)
         adam = {"beta_1": cfg.beta1, "beta_2": cfg.beta2, "epsilon": cfg.adam_epsilon}
         self.optimizer = wrap_for_mixed_precision(
             make_optimizer("adam", cfg.learning_rate, **adam), cfg.mixed_precision
@@ -232,13 +225,7 @@ class PositionTrainer:
         scale = _keras.loss_scale_value(self.optimizer)
         grads = tape.gradient(scaled, model.trainable_variables)
         grads = _keras.unscale_gradients(self.optimizer, grads)
-        if self.clip_groups is not None:
-            grads = clip_by_groups(
-                grads,
-                self.clip_groups,
-                self.cfg.clipnorm,
-                _keras.gradient_scale(self.optimizer),
-            )
+        grads = self.clip(grads, _keras.gradient_scale(self.optimizer))
         # Applied or skipped is the optimizer's decision; the norms are of
         # the gradients it applied (or refused), without the loss scale.
         applied, norm, unscaled = _keras.apply_gradients_and_report(

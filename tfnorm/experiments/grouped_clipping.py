@@ -19,13 +19,9 @@ it would the unclipped step.
 
 from __future__ import annotations
 
-import tensorflow as tf
-
-from tfnorm._keras import dense_gradients, variable_path
+from tfnorm._keras import dense_gradients, tf, variable_path
+from tfnorm.choices import CLIP_GROUPS
 from tfnorm.optim.optimizers import norm_variable_paths
-
-#: What `clip_groups` may say.
-CLIP_GROUPS = ("global", "separate")
 
 
 def clip_groups_of(model, variables, clip_groups):
@@ -74,3 +70,15 @@ def clip_by_groups(gradients, groups, clipnorm, carried_scale=1.0):
         for i, value in zip(present, values):
             clipped[i] = value
     return clipped
+
+
+def gradient_clipper(model, clipnorm, clip_groups):
+    """`clip(gradients, carried_scale)` for a training step on `model`'s
+    trainable variables: `clip_by_groups` with `clip_groups_of`'s groups, or
+    the gradients unchanged when `clipnorm` is None (no clipping)."""
+    if not clipnorm:
+        return lambda gradients, carried_scale: gradients
+    groups = clip_groups_of(model, model.trainable_variables, clip_groups)
+    return lambda gradients, carried_scale: clip_by_groups(
+        gradients, groups, clipnorm, carried_scale
+    )
