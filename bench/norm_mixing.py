@@ -79,22 +79,28 @@ def use_two_cpu_devices():
 def synchronized_batch_norm_class():
     """tfnorm's BatchNorm control with Keras's synchronised batch norm inside
     (statistics over the global batch across replicas)."""
-    from tfnorm import _keras
+    from tfnorm._keras import build_sublayer, keras, plain_axis
     from tfnorm.experiments.controls import MaskedBatchNorm
-
-    keras = _keras.keras
+    from tfnorm.layers.base_normalization import BaseNormalization
 
     @keras.utils.register_keras_serializable(package="tfnorm_bench")
     class SynchronizedBatchNorm(MaskedBatchNorm):
         def build(self, input_shape):
-            super().build(input_shape)
-            options = {"momentum": self.momentum, "epsilon": self.epsilon}
+            # MaskedBatchNorm's build with the synchronised layer inside.
+            BaseNormalization.build(self, input_shape)
+            options = {
+                "axis": plain_axis(self.axis),
+                "momentum": self.momentum,
+                "epsilon": self.epsilon,
+                "dtype": self.dtype_policy,
+                "name": "batch_norm",
+            }
             try:  # Keras 3, tf_keras
                 layer = keras.layers.BatchNormalization(synchronized=True, **options)
             except TypeError:  # Keras 2.9
                 layer = keras.layers.experimental.SyncBatchNormalization(**options)
-            layer.build(input_shape)
             self.batch_norm = layer
+            build_sublayer(self.batch_norm, input_shape)
 
     return SynchronizedBatchNorm
 

@@ -12,7 +12,11 @@ import tensorflow as tf
 
 import tfnorm
 from tfnorm.cli.main import main
-from tfnorm.experiments.grouped_clipping import clip_by_groups, clip_groups_of
+from tfnorm.experiments.grouped_clipping import (
+    clip_by_groups,
+    clip_groups_of,
+    gradient_clipper,
+)
 from tfnorm.optim.optimizers import norm_variable_paths
 
 
@@ -34,6 +38,18 @@ def test_separate_groups_are_the_norms_weights_and_the_others():
     assert clip_groups_of(model, variables, "global") == [list(range(len(variables)))]
     with pytest.raises(ValueError, match="Received: clip_groups='norms'"):
         clip_groups_of(model, variables, "norms")
+
+
+def test_the_clipper_of_a_step_is_the_identity_without_clipnorm():
+    model = tfnorm.build_decoder(
+        1, 8, 2, 16, vocab_size=11, max_len=4, preset="gpt2", dropout_rate=0.0
+    )
+    gradients = [tf.ones_like(v) * 10.0 for v in model.trainable_variables]
+    assert gradient_clipper(model, None, "global")(gradients, 1.0) is gradients
+    clipped = gradient_clipper(model, 1.0, "separate")(gradients, 1.0)
+    groups = clip_groups_of(model, model.trainable_variables, "separate")
+    for group in groups:
+        assert _global_norm([clipped[i] for i in group]) == pytest.approx(1.0)
 
 
 def test_each_group_is_clipped_to_the_threshold_apart_from_the_other():
