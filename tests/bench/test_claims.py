@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from bench import claims
+from tfnorm._keras import IS_KERAS_3
 from tfnorm.cli.flags import given_settings
 from tfnorm.cli.main import build_parser
 from tfnorm.experiments.compare_settings import CompareConfig
@@ -23,13 +24,21 @@ def _compare_config(command, run):
 
 
 def test_every_compare_command_of_the_page_is_accepted_by_tfnorm_compare():
+    # Each in the runtime it runs in (Keras 2.9 refuses masked padding, which
+    # the keras3 commands of row 5 ask for); in the other, its flags parse.
+    here = "keras3" if IS_KERAS_3 else "tf29"
     checked = 0
     for command, run in claims.jobs(set(), ("first", "second")):
-        if command["kind"] == "compare":
-            config = _compare_config(command, run)
-            assert list(config.seeds) == list(command["seeds"][run])
-            checked += 1
-    assert checked > 100
+        if command["kind"] != "compare":
+            continue
+        if command["runtime"] != here:
+            line = claims.argv(command, run, "out")
+            build_parser().parse_args(line[line.index("compare") :])
+            continue
+        config = _compare_config(command, run)
+        assert list(config.seeds) == list(command["seeds"][run])
+        checked += 1
+    assert checked > (100 if IS_KERAS_3 else 0)
 
 
 def test_every_row_of_the_page_has_a_command():
