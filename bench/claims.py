@@ -33,13 +33,10 @@ import sys
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)
 _TF29 = os.path.join(REPO, "tools", "tf29-root.sh")
-ONE_THREAD = {
-    "OMP_NUM_THREADS": "1",
-    "MKL_NUM_THREADS": "1",
-    "TF_NUM_INTRAOP_THREADS": "1",
-    "TF_NUM_INTEROP_THREADS": "1",
-}
+
+from bench.lm_pair import ONE_THREAD  # noqa: E402
 
 
 def _compare(row, name, flags, first, second, runtime="keras3"):

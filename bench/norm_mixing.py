@@ -130,10 +130,9 @@ def relative_change(before, after, scale):
     return float(np.max(np.abs(np.asarray(after) - np.asarray(before))) / scale)
 
 
-def future_change(model, ids, training):
+def future_change(model, ids, base, training):
     """Largest change of sequence 0's logits before position t when its
-    token t changes, over every t."""
-    base = model(ids, training=training).numpy()
+    token t changes, over every t (`base`: the logits of `ids`)."""
     scale = float(base.std())
     worst = 0.0
     for t in range(1, ids.shape[1]):
@@ -144,20 +143,18 @@ def future_change(model, ids, training):
     return worst
 
 
-def batch_change(model, ids, others, training):
+def batch_change(model, ids, base, others, training):
     """Change of sequence 0's logits when every other sequence changes."""
-    base = model(ids, training=training).numpy()
     changed = ids.copy()
     changed[1:] = others[1:]
     out = model(changed, training=training).numpy()
     return relative_change(base[0], out[0], float(base.std()))
 
 
-def split_change(model, ids, training):
+def split_change(model, ids, base, training):
     """Change of the logits when the batch runs as two halves, one after
     the other, on one device: what two replicas do to statistics taken
     over the batch, plus the round-off of smaller matrix products."""
-    base = model(ids, training=training).numpy()
     half = len(ids) // 2
     out = np.concatenate(
         [model(ids[:half], training=training), model(ids[half:], training=training)]
@@ -172,14 +169,13 @@ def two_replicas():
     return tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
 
 
-def replica_change(norm, seed, ids, training):
-    """Change of the logits when the batch is split over two replicas."""
-    single = build(norm, seed)
-    base = single(ids, training=training).numpy()
+def replica_change(model, norm, seed, ids, base, training):
+    """Change of the logits when the batch is split over two replicas of a
+    copy of `model` (built as `build(norm, seed)`)."""
     strategy = two_replicas()
     with strategy.scope():
         mirrored = build(norm, seed)
-    mirrored.set_weights(single.get_weights())
+    mirrored.set_weights(model.get_weights())
     dataset = tf.data.Dataset.from_tensor_slices(ids).batch(len(ids))
     batch = next(iter(strategy.experimental_distribute_dataset(dataset)))
 
@@ -206,16 +202,21 @@ def measure(norms=None, seed=0, replicas=True, modes=(True, False)):
     rows = []
     for norm in norms:
         for training in modes:
+            # A model per mode: training calls move BatchNorm's moving
+            # averages, which inference reads.
             model = build(norm, seed)
+            base = model(ids, training=training).numpy()
             rows.append(
                 {
                     "norm": norm,
                     "mode": "training" if training else "inference",
-                    "future": future_change(model, ids, training),
-                    "batch": batch_change(model, ids, others, training),
-                    "halves": split_change(model, ids, training),
+                    "future": future_change(model, ids, base, training),
+                    "batch": batch_change(model, ids, base, others, training),
+                    "halves": split_change(model, ids, base, training),
                     "replicas": (
-                        replica_change(norm, seed, ids, training) if replicas else None
+                        replica_change(model, norm, seed, ids, base, training)
+                        if replicas
+                        else None
                     ),
                 }
             )

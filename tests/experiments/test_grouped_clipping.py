@@ -11,6 +11,7 @@ import pytest
 import tensorflow as tf
 
 import tfnorm
+from tfnorm._keras import keras
 from tfnorm.cli.main import main
 from tfnorm.experiments.grouped_clipping import (
     clip_by_groups,
@@ -45,8 +46,9 @@ def test_the_clipper_of_a_step_is_the_identity_without_clipnorm():
         1, 8, 2, 16, vocab_size=11, max_len=4, preset="gpt2", dropout_rate=0.0
     )
     gradients = [tf.ones_like(v) * 10.0 for v in model.trainable_variables]
-    assert gradient_clipper(model, None, "global")(gradients, 1.0) is gradients
-    clipped = gradient_clipper(model, 1.0, "separate")(gradients, 1.0)
+    optimizer = keras.optimizers.Adam()  # no loss scale: the gradients carry 1
+    assert gradient_clipper(model, optimizer, None, "global")(gradients) is gradients
+    clipped = gradient_clipper(model, optimizer, 1.0, "separate")(gradients)
     groups = clip_groups_of(model, model.trainable_variables, "separate")
     for group in groups:
         assert _global_norm([clipped[i] for i in group]) == pytest.approx(1.0)

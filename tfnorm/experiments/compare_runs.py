@@ -153,12 +153,13 @@ class PositionTrainer:
         self.block_groups = block_variable_groups(
             self.model, stack_blocks(self.encoder)
         )
-        # By default Adam with beta_2 0.98, no decay, no clipping (it would hide
-        # the Post-LN instability).
-        self.clip = gradient_clipper(self.model, cfg.clipnorm, cfg.clip_groups)
+        # Default: Adam (beta_2 0.98), no decay, no clipping (it hides Post-LN's failure).
         adam = {"beta_1": cfg.beta1, "beta_2": cfg.beta2, "epsilon": cfg.adam_epsilon}
         self.optimizer = wrap_for_mixed_precision(
             make_optimizer("adam", cfg.learning_rate, **adam), cfg.mixed_precision
+        )
+        self.clip = gradient_clipper(
+            self.model, self.optimizer, cfg.clipnorm, cfg.clip_groups
         )
         _keras.build_optimizer(self.optimizer, self.model.trainable_variables)
         # A run starts from this state: zero moments, the initial loss scale.
@@ -224,8 +225,7 @@ class PositionTrainer:
         # The scale this step's loss was multiplied by (1 without scaling).
         scale = _keras.loss_scale_value(self.optimizer)
         grads = tape.gradient(scaled, model.trainable_variables)
-        grads = _keras.unscale_gradients(self.optimizer, grads)
-        grads = self.clip(grads, _keras.gradient_scale(self.optimizer))
+        grads = self.clip(_keras.unscale_gradients(self.optimizer, grads))
         # Applied or skipped is the optimizer's decision; the norms are of
         # the gradients it applied (or refused), without the loss scale.
         applied, norm, unscaled = _keras.apply_gradients_and_report(

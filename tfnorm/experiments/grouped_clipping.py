@@ -19,7 +19,7 @@ it would the unclipped step.
 
 from __future__ import annotations
 
-from tfnorm._keras import dense_gradients, tf, variable_path
+from tfnorm._keras import dense_gradients, gradient_scale, tf, variable_path
 from tfnorm.choices import CLIP_GROUPS
 from tfnorm.optim.optimizers import norm_variable_paths
 
@@ -37,8 +37,9 @@ def clip_groups_of(model, variables, clip_groups):
     if clip_groups == "global":
         return [everything]
     norm_paths = norm_variable_paths(model)
-    norms = [i for i in everything if variable_path(variables[i]) in norm_paths]
-    others = [i for i in everything if i not in set(norms)]
+    is_norm = [variable_path(v) in norm_paths for v in variables]
+    norms = [i for i in everything if is_norm[i]]
+    others = [i for i in everything if not is_norm[i]]
     return [group for group in (norms, others) if group]
 
 
@@ -72,13 +73,15 @@ def clip_by_groups(gradients, groups, clipnorm, carried_scale=1.0):
     return clipped
 
 
-def gradient_clipper(model, clipnorm, clip_groups):
-    """`clip(gradients, carried_scale)` for a training step on `model`'s
-    trainable variables: `clip_by_groups` with `clip_groups_of`'s groups, or
-    the gradients unchanged when `clipnorm` is None (no clipping)."""
+def gradient_clipper(model, optimizer, clipnorm, clip_groups):
+    """`clip(gradients)` for a training step of `optimizer` on `model`'s
+    trainable variables, given the gradients as the loop hands them to the
+    optimizer (`tfnorm._keras.unscale_gradients`): `clip_by_groups` with
+    `clip_groups_of`'s groups and the loss scale they still carry, or the
+    gradients unchanged when `clipnorm` is None (no clipping)."""
     if not clipnorm:
-        return lambda gradients, carried_scale: gradients
+        return lambda gradients: gradients
     groups = clip_groups_of(model, model.trainable_variables, clip_groups)
-    return lambda gradients, carried_scale: clip_by_groups(
-        gradients, groups, clipnorm, carried_scale
+    return lambda gradients: clip_by_groups(
+        gradients, groups, clipnorm, gradient_scale(optimizer)
     )
