@@ -149,7 +149,7 @@ format: venv
 # clock, 3 repetitions each; docs/benchmarks.md says how to read them. Each
 # script warns loudly when the load average is above half the cores; record
 # figures from an idle machine only (BENCH_ARGS=--require-idle refuses a busy
-# one). Tables also go to $(BENCH_DIR). About 40-45 minutes on 2 cores, plus
+# one). Tables also go to $(BENCH_DIR). About 65-70 minutes on 2 cores, plus
 # the two reference benches below (about 1 hour together).
 BENCH_DIR ?= runs/bench
 BENCH_ARGS ?=
@@ -160,6 +160,7 @@ bench-keras3: venv
 	$(PY) bench/norms.py $(BENCH_ARGS) --markdown $(BENCH_DIR)/keras3-norms.md --json $(BENCH_DIR)/keras3-norms.json
 	$(PY) bench/encoder.py --xla $(BENCH_ARGS) --markdown $(BENCH_DIR)/keras3-encoder.md --json $(BENCH_DIR)/keras3-encoder.json
 	$(PY) bench/decoder.py --xla $(BENCH_ARGS) --markdown $(BENCH_DIR)/keras3-decoder.md --json $(BENCH_DIR)/keras3-decoder.json
+	$(PY) bench/norm_share.py --xla $(BENCH_ARGS) --markdown $(BENCH_DIR)/keras3-norm-share.md --json $(BENCH_DIR)/keras3-norm-share.json
 	$(PY) bench/train_loop.py $(BENCH_ARGS) --markdown $(BENCH_DIR)/keras3-train-loop.md --json $(BENCH_DIR)/keras3-train-loop.json
 	$(PY) bench/memory.py --markdown $(BENCH_DIR)/keras3-memory.md --json $(BENCH_DIR)/keras3-memory.json
 	$(PY) bench/norm_flops.py --markdown $(BENCH_DIR)/norm-flops.md --json $(BENCH_DIR)/norm-flops.json
@@ -170,6 +171,7 @@ bench-tf29:
 	tools/tf29-root.sh run python bench/norms.py $(BENCH_ARGS) --markdown $(BENCH_DIR)/tf29-norms.md --json $(BENCH_DIR)/tf29-norms.json
 	tools/tf29-root.sh run python bench/encoder.py --xla $(BENCH_ARGS) --markdown $(BENCH_DIR)/tf29-encoder.md --json $(BENCH_DIR)/tf29-encoder.json
 	tools/tf29-root.sh run python bench/decoder.py --xla $(BENCH_ARGS) --markdown $(BENCH_DIR)/tf29-decoder.md --json $(BENCH_DIR)/tf29-decoder.json
+	tools/tf29-root.sh run python bench/norm_share.py --xla $(BENCH_ARGS) --markdown $(BENCH_DIR)/tf29-norm-share.md --json $(BENCH_DIR)/tf29-norm-share.json
 	tools/tf29-root.sh run python bench/train_loop.py $(BENCH_ARGS) --markdown $(BENCH_DIR)/tf29-train-loop.md --json $(BENCH_DIR)/tf29-train-loop.json
 	tools/tf29-root.sh run python bench/memory.py --markdown $(BENCH_DIR)/tf29-memory.md --json $(BENCH_DIR)/tf29-memory.json
 

@@ -79,6 +79,8 @@ def _row2():
         _script(2, "norms-tf29", "bench/norms.py", runtime="tf29"),
         _script(2, "decoder-keras3", "bench/decoder.py", "--xla"),
         _script(2, "decoder-tf29", "bench/decoder.py", "--xla", runtime="tf29"),
+        _script(2, "norm-share-keras3", "bench/norm_share.py", "--xla"),
+        _script(2, "norm-share-tf29", "bench/norm_share.py", "--xla", runtime="tf29"),
         _script(2, "norm-flops", "bench/norm_flops.py"),
         _compare(
             2, "quality", "--task lm --variants pre:60 --norms layer rms", S012, S345

@@ -72,7 +72,10 @@ EPSILON = 1e-6  # the llama preset's and keras-hub Llama's
 PRESETS = ("llama", "gpt2")
 
 
-def tfnorm_decoder(preset="llama", norm=None, max_len=SEQ):
+def tfnorm_decoder(preset="llama", norm=None, max_len=None, width=None):
+    """tfnorm's decoder at the bench's sizes, or with `width` = (d_model,
+    heads, dff) in their place."""
+    d_model, heads, dff = width or (D_MODEL, HEADS, DFF)
     options = {}
     if norm == "identity":
         options = {"norm": IdentityNorm, "epsilon": None}
@@ -80,11 +83,11 @@ def tfnorm_decoder(preset="llama", norm=None, max_len=SEQ):
         options = {"norm": norm}
     return tfnorm.build_decoder(
         LAYERS,
-        D_MODEL,
-        HEADS,
-        DFF,
+        d_model,
+        heads,
+        dff,
         vocab_size=VOCAB,
-        max_len=max_len,
+        max_len=max_len or SEQ,
         preset=preset,
         name=f"tfnorm_{preset}_{norm or 'default'}",
         **options,
@@ -96,8 +99,8 @@ def keras_hub_llama():
     return llama_reference.keras_hub_llama(LAYERS, D_MODEL, HEADS, DFF, VOCAB, EPSILON)
 
 
-def tfnorm_forward(model):
-    ones = tf.ones((BATCH, SEQ), tf.float32)
+def tfnorm_forward(model, batch=None):
+    ones = tf.ones((batch or BATCH, SEQ), tf.float32)
     return lambda ids: model([ids, ones], training=True)
 
 
@@ -119,13 +122,14 @@ def timed(function, sync=float):
     return run
 
 
-def training_step(model, forward, jit_compile):
-    """One step on a fixed random batch, timed: forward, next-token sparse
-    cross-entropy, backward, Adam update, in one `tf.function`."""
+def training_step(model, forward, jit_compile, batch=None):
+    """One step on a fixed random batch (`batch` sequences, default
+    `BATCH`), timed: forward, next-token sparse cross-entropy, backward,
+    Adam update, in one `tf.function`."""
     optimizer = keras.optimizers.Adam(1e-4)
     loss_of = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
     rng = np.random.default_rng(0)
-    ids = tf.constant(rng.integers(0, VOCAB, (BATCH, SEQ)), tf.int32)
+    ids = tf.constant(rng.integers(0, VOCAB, (batch or BATCH, SEQ)), tf.int32)
     variables = model.trainable_variables
 
     @tf.function(jit_compile=jit_compile)

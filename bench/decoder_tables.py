@@ -59,11 +59,21 @@ def _ratio(numerator, denominator):
     return numerator / denominator if denominator else float("nan")
 
 
+def pooled(repetitions):
+    """Each variant's times over every repetition, in round order."""
+    return {n: [t for r in repetitions for t in r[n]] for n in repetitions[0]}
+
+
+def step_share(times, name):
+    """`name`'s step less the identity norm's (paired by round, median) as
+    a share of `name`'s median step."""
+    return _cost(times, name) / statistics.median(times[name])
+
+
 def cost_row(preset, mode, repetitions):
-    pooled = {n: [t for r in repetitions for t in r[n]] for n in NORMS}
-    rms, layer = _cost(pooled, "rms"), _cost(pooled, "layer")
-    rms_share = rms / statistics.median(pooled["rms"])
-    layer_share = layer / statistics.median(pooled["layer"])
+    times = pooled(repetitions)
+    rms, layer = _cost(times, "rms"), _cost(times, "layer")
+    rms_share, layer_share = step_share(times, "rms"), step_share(times, "layer")
     fractions = [_ratio(_cost(r, "layer"), _cost(r, "rms")) for r in repetitions]
     ratio = _ratio(layer, rms)
     return (
