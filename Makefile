@@ -225,9 +225,9 @@ demo-lm: venv
 
 # Reruns docs/claims.md (bench/claims.py): every row's commands, first and
 # second runs, CLAIMS_JOBS at a time (each then on a core of its own, one
-# thread); a stopped rerun goes on where it stopped. The page's section
-# "Rerunning the page" gives the CPU time it takes. Choose with e.g.
-# CLAIMS_ARGS="--rows 3 --run first".
+# thread; row 2's timed benchmarks alone, with every core); a stopped rerun
+# goes on where it stopped. The page's section "Rerunning the page" gives
+# the CPU time it takes. Choose with e.g. CLAIMS_ARGS="--rows 3 --run first".
 CLAIMS_DIR ?= runs/claims
 CLAIMS_JOBS ?= 1
 CLAIMS_ARGS ?=

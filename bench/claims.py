@@ -13,9 +13,12 @@ still run.
 With `--jobs 1` (the default) each command has every core, as the page's
 figures were made except where its row says otherwise; with more, each
 runs on a core of its own with one thread (`taskset`), as row 3's second
-round was. The two can differ in the last digits (the order of a sum
-depends on the threads); the verdicts rest on figures far coarser than
-that.
+round was. The two can differ (the order of a sum depends on the
+threads): mostly in the last digits, but a seed at the edge of failing
+can end with another held-out loss; the verdicts rest on which seeds
+learn and by when, which one thread left as they were (docs/claims.md,
+"Rerunning the page"). Row 2's timed benchmarks always run alone, with
+every core, whatever `--jobs`.
 
     python bench/claims.py [--rows 1,3] [--run first|second|both]
         [--jobs N] [--output-dir runs/claims] [--dry-run]
@@ -44,11 +47,14 @@ def _compare(row, name, flags, first, second, runtime="keras3"):
             "seeds": {"first": first, "second": second}, "runtime": runtime}  # fmt: skip
 
 
-def _script(row, name, script, flags="", runtime="keras3", second=None):
+def _script(row, name, script, flags="", runtime="keras3", second=None, timed=False):
     """A script of `bench/`; `second`: the flags its second run adds (None:
-    run once, its figures repeated by `make bench`'s repetitions)."""
+    run once). A `timed` script measures wall clock: it runs twice, the
+    second run the same command, and each run alone on the machine with
+    every core (its figures need an idle machine, as in `make bench`)."""
     return {"row": row, "name": name, "kind": "script", "script": script,
-            "flags": flags, "runtime": runtime, "second": second}  # fmt: skip
+            "flags": flags, "runtime": runtime, "second": second,
+            "timed": timed}  # fmt: skip
 
 
 S012, S345 = (0, 1, 2), (3, 4, 5)
@@ -74,13 +80,17 @@ def _row1():
 
 
 def _row2():
+    timed = [
+        _script(2, f"{name}-{runtime}", f"bench/{script}", flags, runtime, timed=True)
+        for name, script, flags in (
+            ("norms", "norms.py", ""),
+            ("decoder", "decoder.py", "--xla"),
+            ("norm-share", "norm_share.py", "--xla"),
+        )
+        for runtime in ("keras3", "tf29")
+    ]
     return [
-        _script(2, "norms-keras3", "bench/norms.py"),
-        _script(2, "norms-tf29", "bench/norms.py", runtime="tf29"),
-        _script(2, "decoder-keras3", "bench/decoder.py", "--xla"),
-        _script(2, "decoder-tf29", "bench/decoder.py", "--xla", runtime="tf29"),
-        _script(2, "norm-share-keras3", "bench/norm_share.py", "--xla"),
-        _script(2, "norm-share-tf29", "bench/norm_share.py", "--xla", runtime="tf29"),
+        *timed,
         _script(2, "norm-flops", "bench/norm_flops.py"),
         _compare(
             2, "quality", "--task lm --variants pre:60 --norms layer rms", S012, S345
@@ -325,7 +335,7 @@ def jobs(selected_rows, runs):
             if (
                 command["kind"] == "script"
                 and run == "second"
-                and not command["second"]
+                and not (command["second"] or command["timed"])
             ):
                 continue
             if command["kind"] == "compare" and command["seeds"][run] is None:
@@ -365,7 +375,8 @@ def argv(command, run, directory, python=sys.executable):
 
 
 def _script_flags(command, run):
-    flags = command["flags"] + (f" {command['second']}" if run == "second" else "")
+    second = command["second"] if run == "second" else None
+    flags = command["flags"] + (f" {second}" if second else "")
     return shlex.split(flags)
 
 
@@ -394,9 +405,14 @@ def _start(line, directory, core):
     return process
 
 
+def _alone(command):
+    return command["kind"] == "script" and command.get("timed", False)
+
+
 def run_jobs(pending, output_dir, jobs_at_once, python=sys.executable):
-    """Runs `pending` (command, run) pairs, `jobs_at_once` at a time; returns
-    one record per job (skipped ones included, from their `done.json`)."""
+    """Runs `pending` (command, run) pairs, `jobs_at_once` at a time (a timed
+    script alone, unpinned); returns one record per job (skipped ones
+    included, from their `done.json`)."""
     records, running = [], {}
     cores = (
         sorted(os.sched_getaffinity(0))[:jobs_at_once] if jobs_at_once > 1 else [None]
@@ -404,15 +420,25 @@ def run_jobs(pending, output_dir, jobs_at_once, python=sys.executable):
     queue = list(pending)
     while queue or running:
         while queue and len(running) < len(cores):
-            command, run = queue.pop(0)
+            if any(_alone(job["command"]) for job in running.values()):
+                break
+            command, run = queue[0]
             directory = job_directory(output_dir, command, run)
             done = os.path.join(directory, "done.json")
             if os.path.exists(done):
+                queue.pop(0)
                 with open(done, encoding="utf-8") as handle:
                     records.append({**json.load(handle), "skipped": True})
                 continue
-            core = next(
-                c for c in cores if c not in {r["core"] for r in running.values()}
+            if _alone(command) and running:
+                break  # it waits for the machine to empty
+            queue.pop(0)
+            core = (
+                None
+                if _alone(command)
+                else next(
+                    c for c in cores if c not in {r["core"] for r in running.values()}
+                )
             )
             line = argv(command, run, directory, python)
             process = _start(line, directory, core)

@@ -99,6 +99,51 @@ def test_the_runner_times_each_job_reports_a_failure_and_resumes(tmp_path, capsy
     }
 
 
+def _timed_script(tmp_path, name, timed):
+    """A script that records when it ran and which cores it could use."""
+    script = tmp_path / f"{name}.py"
+    script.write_text(
+        "import json, os, sys, time\n"
+        "start = time.time()\n"
+        "time.sleep(0.5)\n"
+        "path = sys.argv[sys.argv.index('--json') + 1]\n"
+        "cores = len(os.sched_getaffinity(0))\n"
+        "json.dump({'start': start, 'end': time.time(), 'cores': cores}, open(path, 'w'))\n"
+    )
+    return {"row": 2, "name": name, "kind": "script", "script": str(script),
+            "flags": "", "runtime": "keras3", "second": None, "timed": timed}  # fmt: skip
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores")
+def test_a_timed_benchmark_runs_alone_with_every_core(tmp_path):
+    before, timed, after = (
+        _timed_script(tmp_path, "before", False),
+        _timed_script(tmp_path, "timed", True),
+        _timed_script(tmp_path, "after", False),
+    )
+    output = tmp_path / "out"
+    claims.run_jobs([(c, "first") for c in (before, timed, after)], str(output), 2)
+    ran = {
+        name: json.loads((output / "2" / name / "first" / "figures.json").read_text())
+        for name in ("before", "timed", "after")
+    }
+    assert ran["before"]["end"] <= ran["timed"]["start"]
+    assert ran["timed"]["end"] <= ran["after"]["start"]
+    assert ran["timed"]["cores"] == len(os.sched_getaffinity(0))
+    assert ran["before"]["cores"] == ran["after"]["cores"] == 1
+
+
+def test_row_2s_timed_benchmarks_run_twice_and_the_rest_once():
+    row2 = claims.jobs({2}, ("first", "second"))
+    runs = {}
+    for command, run in row2:
+        runs.setdefault(command["name"], []).append(run)
+    timed = [c["name"] for c, _ in row2 if c.get("timed")]
+    assert len(set(timed)) == 6
+    assert all(runs[name] == ["first", "second"] for name in timed)
+    assert runs["norm-flops"] == ["first"]
+
+
 @pytest.mark.parametrize(
     "flags, message",
     [
