@@ -58,7 +58,7 @@ import tfnorm  # noqa: E402
 from bench import llama_reference  # noqa: E402
 from bench.decoder_tables import NORMS, cost_row, generation_row, speed_row  # noqa: E402
 from bench.encoder import IdentityNorm  # noqa: E402
-from bench.machine import Run  # noqa: E402
+from bench.machine import Run, add_report_arguments  # noqa: E402
 from tfnorm._keras import keras, tf  # noqa: E402
 
 # Every variant traces its own step: TensorFlow's retracing warning is
@@ -300,13 +300,7 @@ def main(argv=None):
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--xla", action="store_true", help="also time jit_compile")
-    parser.add_argument(
-        "--require-idle",
-        action="store_true",
-        help="exit with status 2 instead of warning when the machine is busy",
-    )
-    parser.add_argument("--markdown", help="also write the tables to this file")
-    parser.add_argument("--json", help="also write every time to this file")
+    add_report_arguments(parser, "every time")
     args = parser.parse_args(argv)
     if min(args.repeats, args.rounds, args.gen_rounds, args.uncached_tokens) < 1:
         parser.error(

@@ -55,7 +55,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import numpy as np  # noqa: E402
 
 import tfnorm  # noqa: E402
-from bench.machine import Run  # noqa: E402
+from bench.machine import Run, add_report_arguments  # noqa: E402
 from tfnorm._keras import IS_KERAS_3, keras, tf  # noqa: E402
 
 LAYERS, D_MODEL, HEADS, DFF, SEQ, BATCH = 4, 256, 4, 1024, 128, 32
@@ -212,13 +212,7 @@ def main(argv=None):
         "(Keras 3, the default there) or the same encoder with Keras's "
         "LayerNormalization (the default elsewhere)",
     )
-    parser.add_argument(
-        "--require-idle",
-        action="store_true",
-        help="exit with status 2 instead of warning when the machine is busy",
-    )
-    parser.add_argument("--markdown", help="also write the table to this file")
-    parser.add_argument("--json", help="also write every step time to this file")
+    add_report_arguments(parser, "every step time")
     args = parser.parse_args(argv)
     reference = args.reference or default_reference()
     if reference == "keras-hub" and not IS_KERAS_3:

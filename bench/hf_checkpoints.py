@@ -53,7 +53,7 @@ sys.path.insert(0, REPO)
 import numpy as np  # noqa: E402
 
 from bench.hf_tables import generation_row, load_row  # noqa: E402
-from bench.machine import Run  # noqa: E402
+from bench.machine import Run, add_report_arguments  # noqa: E402
 
 #: GPT-2 small (124M parameters).
 GPT2_SMALL = dict(n_layer=12, n_head=12, n_embd=768, vocab_size=50257, n_positions=1024)
@@ -181,13 +181,7 @@ def parse_args(argv):
     parser.add_argument(
         "--workdir", help="where the checkpoints go (default: a temp dir)"
     )
-    parser.add_argument(
-        "--require-idle",
-        action="store_true",
-        help="exit with status 2 instead of warning when the machine is busy",
-    )
-    parser.add_argument("--markdown", help="also write the tables to this file")
-    parser.add_argument("--json", help="also write every figure to this file")
+    add_report_arguments(parser)
     args = parser.parse_args(argv)
     args.dtypes = [d for d in args.dtypes.split(",") if d]
     if not args.dtypes or set(args.dtypes) - {"float32", "bfloat16"}:

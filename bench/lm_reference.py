@@ -67,7 +67,7 @@ sys.path.insert(0, REPO)
 
 from bench import lm_recipe  # noqa: E402
 from bench.lm_pair import run_pair  # noqa: E402
-from bench.machine import Run  # noqa: E402
+from bench.machine import Run, add_report_arguments  # noqa: E402
 
 #: The file that marks a directory as this bench's workdir (emptied at the start).
 MARKER = ".tfnorm-lm-reference"
@@ -208,13 +208,7 @@ def parse_args(argv):
         default=os.path.join(REPO, "runs", "bench", "lm-reference"),
         help="where the corpus, both trainers' runs and logs go (emptied first)",
     )
-    parser.add_argument(
-        "--require-idle",
-        action="store_true",
-        help="exit with status 2 instead of warning when the machine is busy",
-    )
-    parser.add_argument("--markdown", help="also write the tables to this file")
-    parser.add_argument("--json", help="also write every figure to this file")
+    add_report_arguments(parser)
     args = parser.parse_args(argv)
     try:
         args.cores = [int(core) for core in args.cores.split(",")]

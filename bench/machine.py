@@ -116,6 +116,18 @@ def check_idle(require_idle):
     return load
 
 
+def add_report_arguments(parser, raw="every figure"):
+    """The flags every timing script of `bench/` takes: `--require-idle`,
+    `--markdown FILE` and `--json FILE` (`raw`: what the JSON holds)."""
+    parser.add_argument(
+        "--require-idle",
+        action="store_true",
+        help="exit with status 2 instead of warning when the machine is busy",
+    )
+    parser.add_argument("--markdown", help="also write the tables to this file")
+    parser.add_argument("--json", help=f"also write {raw} to this file")
+
+
 def bench_device():
     """The device a run measures on: the first GPU TensorFlow sees, else the
     CPU. Every script runs its work under `tf.device(run.device)`."""

@@ -38,7 +38,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench import decoder  # noqa: E402
 from bench.decoder_tables import NORMS, pooled, step_share  # noqa: E402
-from bench.machine import Run  # noqa: E402
+from bench.machine import Run, add_report_arguments  # noqa: E402
 from bench.norm_flops import decoder_flops_per_token  # noqa: E402
 from tfnorm._keras import keras, tf  # noqa: E402
 
@@ -128,13 +128,7 @@ def parse_args(argv):
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--xla", action="store_true", help="also time jit_compile")
-    parser.add_argument(
-        "--require-idle",
-        action="store_true",
-        help="exit with status 2 instead of warning when the machine is busy",
-    )
-    parser.add_argument("--markdown", help="also write the table to this file")
-    parser.add_argument("--json", help="also write every time to this file")
+    add_report_arguments(parser, "every time")
     args = parser.parse_args(argv)
     bad = [w for w in args.widths if w < HEAD_SIZE or w % HEAD_SIZE]
     if bad:

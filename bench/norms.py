@@ -36,7 +36,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import numpy as np  # noqa: E402
 
 import tfnorm  # noqa: E402
-from bench.machine import Run  # noqa: E402
+from bench.machine import Run, add_report_arguments  # noqa: E402
 from tfnorm._keras import keras, tf  # noqa: E402
 
 # Each variant is traced once per shape: TensorFlow's retracing warning is
@@ -227,13 +227,7 @@ def main(argv=None):
         "CPU time (it counts every core a kernel uses: multi-threaded kernels "
         "look slower than they are)",
     )
-    parser.add_argument(
-        "--require-idle",
-        action="store_true",
-        help="exit with status 2 instead of warning when the machine is busy",
-    )
-    parser.add_argument("--markdown", help="also write the tables to this file")
-    parser.add_argument("--json", help="also write the raw medians to this file")
+    add_report_arguments(parser, "the raw medians")
     args = parser.parse_args(argv)
     if args.repeats < 1 or args.rounds < 1:
         parser.error("--repeats and --rounds must be at least 1")

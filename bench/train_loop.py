@@ -36,7 +36,7 @@ sys.path.insert(0, REPO)
 
 import numpy as np  # noqa: E402
 
-from bench.machine import Run  # noqa: E402
+from bench.machine import Run, add_report_arguments  # noqa: E402
 from tfnorm.training.config.train_config import TrainConfig  # noqa: E402
 from tfnorm.training.loop import actions, reporting  # noqa: E402
 from tfnorm.training.loop.driver import run_loop  # noqa: E402
@@ -120,9 +120,7 @@ def main(argv=None):
     parser.add_argument("--steps", type=int, default=200, help="steps per timing")
     parser.add_argument("--repeats", type=int, default=21)
     parser.add_argument("--log-every", type=int, default=10)
-    parser.add_argument("--require-idle", action="store_true")
-    parser.add_argument("--markdown", help="also write the table to this file")
-    parser.add_argument("--json", help="also write the raw times to this file")
+    add_report_arguments(parser, "the raw times")
     args = parser.parse_args(argv)
     if args.steps < 1 or args.repeats < 1:
         parser.error("--steps and --repeats must be at least 1")
