@@ -144,6 +144,14 @@ def training_step(model, forward, jit_compile, batch=None):
     return timed(step)
 
 
+def norm_step(preset, norm, jit_compile, width=None, batch=None):
+    """A timed training step of tfnorm's decoder with `norm` ("identity":
+    none), at the bench's sizes or `width` = (d_model, heads, dff), on
+    `batch` sequences (default `BATCH`)."""
+    model = tfnorm_decoder(preset, norm, width=width)
+    return training_step(model, tfnorm_forward(model, batch), jit_compile, batch)
+
+
 def interleave(calls, args, rounds):
     """Per repetition, every call's seconds, round by round (the order
     alternating each round) after `args.warmup` calls of each."""
@@ -276,10 +284,7 @@ def measure_norm_cost(args):
     for preset in PRESETS:
         for mode, jit_compile in modes:
             keras.utils.set_random_seed(0)
-            calls = {}
-            for norm in NORMS:
-                model = tfnorm_decoder(preset, norm)
-                calls[norm] = training_step(model, tfnorm_forward(model), jit_compile)
+            calls = {norm: norm_step(preset, norm, jit_compile) for norm in NORMS}
             repetitions = interleave(calls, args, args.rounds)
             rows.append(cost_row(preset, mode, repetitions))
             print(rows[-1], flush=True)

@@ -39,7 +39,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from bench import decoder  # noqa: E402
 from bench.decoder_tables import NORMS, pooled, step_share  # noqa: E402
 from bench.machine import Run, add_report_arguments  # noqa: E402
-from bench.norm_flops import decoder_flops_per_token  # noqa: E402
+from bench.norm_flops import norm_shares  # noqa: E402
 from tfnorm._keras import keras, tf  # noqa: E402
 
 HEAD_SIZE = 64
@@ -69,11 +69,8 @@ def counted_shares(width, gated):
         context=decoder.SEQ,
         gated=gated,
     )
-    shares = {}
-    for norm in ("rms", "layer"):
-        parts = decoder_flops_per_token(norm=norm, **sizes)
-        shares[norm] = parts["norms"] / parts["total"]
-    return shares
+    shares = norm_shares(sizes)
+    return {"rms": shares["rms_share"], "layer": shares["layer_share"]}
 
 
 def measure(args):
@@ -84,14 +81,16 @@ def measure(args):
             counted = counted_shares(width, gated)
             for mode, jit_compile in modes:
                 keras.utils.set_random_seed(0)
-                calls = {}
-                for name in NORMS + (NULL,):
-                    norm = "identity" if name == NULL else name
-                    model = decoder.tfnorm_decoder(preset, norm, width=sizes_at(width))
-                    forward = decoder.tfnorm_forward(model, args.batch)
-                    calls[name] = decoder.training_step(
-                        model, forward, jit_compile, args.batch
+                calls = {
+                    name: decoder.norm_step(
+                        preset,
+                        "identity" if name == NULL else name,
+                        jit_compile,
+                        sizes_at(width),
+                        args.batch,
                     )
+                    for name in NORMS + (NULL,)
+                }
                 repetitions = decoder.interleave(calls, args, args.rounds)
                 times = pooled(repetitions)
                 measured = {n: step_share(times, n) for n in ("rms", "layer", NULL)}
